@@ -1,0 +1,5 @@
+"""``python -m faultline`` runs the CLI."""
+
+from faultline.cli import main
+
+main()

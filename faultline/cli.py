@@ -1,0 +1,153 @@
+"""The ``faultline`` command line: a thin typer layer over the library.
+
+Commands, flags and exit codes are fixed by ``../shared/INTERFACE.md``:
+0 success, 1 the run finished but found problems, 2 bad usage or unreadable input.
+Each command parses its flags, calls one library function and renders the result;
+no work happens here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from faultline import __version__
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+app = typer.Typer(
+    name="faultline",
+    help="Root causes of GPU training-run interruptions, from a cluster's own logs.\n\n"
+    "Ingest kernel, NCCL/PyTorch, Slurm, BMC and trainer logs into DuckDB; group each "
+    "cascade into one interruption; classify its root cause; report the Llama 3 "
+    "Table 5 breakdown for your cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+err = Console(stderr=True)
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+
+
+class Published(StrEnum):
+    llama3 = "llama3"
+
+
+def _not_yet(command: str, issue: int) -> None:
+    """Exit 2 for commands whose work belongs to a later issue."""
+    err.print(
+        f"[bold red]faultline {command}: not yet implemented[/] "
+        f"(tracked in issue #{issue}); nothing was read or written."
+    )
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"faultline {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """faultline: root causes of training interruptions."""
+
+
+DbOption = Annotated[
+    Path, typer.Option("--db", help="DuckDB file to write or read.", dir_okay=False)
+]
+
+
+@app.command()
+def ingest(
+    corpus: Annotated[list[Path], typer.Argument(help="Corpus directories or files.")],
+    db: DbOption,
+    tz: Annotated[str, typer.Option(help="Zone of times that carry none (IANA name).")]
+    = "UTC",
+    year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
+                                             "(default: inferred from the corpus).")]
+    = None,
+    run: Annotated[str | None, typer.Option(help="Build interruptions for this run "
+                                            "only (default: every run).")] = None,
+    overrides: Annotated[Path | None, typer.Option(
+        help="CSV interruption_id,component,note: operator corrections that win over "
+        "the classifiers.", dir_okay=False)] = None,
+    runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes "
+                                         "(Beam multi-process mode when > 1).")] = 1,
+    beam_opt: Annotated[list[str] | None, typer.Option(
+        "--beam-opt", help="KEY=VALUE passed to Beam's PipelineOptions (repeatable).")]
+    = None,
+) -> None:
+    """Read a corpus of logs into the files, events, rejects, attempts and
+    interruptions tables. Idempotent: re-running on the same files changes nothing."""
+    _not_yet("ingest", 4)
+
+
+@app.command()
+def report(
+    db: DbOption,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+    = OutputFormat.table,
+    compare: Annotated[Published | None, typer.Option(
+        help="Show the published table beside yours.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML "
+                                              "report with charts here.")] = None,
+) -> None:
+    """Print the root-cause breakdown (Table 5 for your cluster)."""
+    _not_yet("report", 5)
+
+
+@app.command()
+def explain(
+    db: DbOption,
+    interruption_id: Annotated[str, typer.Argument(help="An interruption_id.")],
+) -> None:
+    """Show the evidence chain behind one interruption's root cause."""
+    _not_yet("explain", 5)
+
+
+@app.command()
+def check(db: DbOption) -> None:
+    """Run the data-quality suites; exit 1 on any failed expectation."""
+    _not_yet("check", 6)
+
+
+@app.command()
+def simulate(
+    preset: Annotated[str, typer.Option(help="Preset name (sample, small, medium, "
+                                        "llama3).")],
+    out: Annotated[Path, typer.Option(help="Directory to write the corpus to.",
+                                      file_okay=False)],
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
+) -> None:
+    """Write a simulated cluster's logs, with ground truth beside them."""
+    _not_yet("simulate", 3)
+
+
+@app.command()
+def demo() -> None:
+    """Ingest the bundled sample corpus into a local DuckDB file and print the
+    breakdown."""
+    _not_yet("demo", 6)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,55 @@
+"""Opening a faultline DuckDB file: schema and taxonomy in place, nothing else.
+
+DuckDB allows one writing process per file, so every command that writes goes through
+:func:`connect` once and keeps that connection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from faultline.schemas import ddl
+from faultline.schemas.tables import COMPONENTS, XID_CATALOG
+from faultline.schemas.taxonomy import Taxonomy, load_taxonomy
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a faultline database with its schema and taxonomy."""
+    con = duckdb.connect(str(path), read_only=read_only)
+    if not read_only:
+        ddl.create_all(con)
+        load_taxonomy_tables(con, load_taxonomy())
+    return con
+
+
+def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
+    """Replace the ``components`` and ``xid_catalog`` tables with the shipped taxonomy.
+
+    Replaced whole in one transaction, so re-running leaves them byte-for-byte equal.
+    """
+    comp_rows = [
+        (c.component, c.category, c.kind, c.published_interruptions, c.published_percent,
+         c.sort_order, tax.version)
+        for c in tax.components
+    ]
+    xid_rows = [
+        (x.xid, x.name, x.description or None, x.resolution or None,
+         x.investigatory or None, x.role, x.component, x.signal_family or None,
+         ";".join(x.follows) or None, ";".join(x.applies_to) or None, x.confidence,
+         x.source, x.notes or None, tax.version)
+        for x in sorted(tax.xids.values(), key=lambda e: e.xid)
+    ]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, rows in ((COMPONENTS, comp_rows), (XID_CATALOG, xid_rows)):
+            # Identifiers come from schemas/, never from input; values are parameters.
+            name = ddl.quote_ident(table.name)
+            marks = ", ".join("?" for _ in table.columns)
+            con.execute(f"DELETE FROM {name}")  # noqa: S608
+            con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)  # noqa: S608
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise

@@ -1,0 +1,374 @@
+"""The one definition of every table and view faultline writes.
+
+``../shared/INTERFACE.md`` fixes the tables users and scripts rely on; this module is
+their single source. DuckDB DDL (:mod:`faultline.schemas.ddl`), Arrow/Parquet schemas and
+polars dtypes (:meth:`Table.arrow_schema`, :meth:`Table.polars_schema`), the Python row
+types Beam carries (:meth:`Table.row_type`), the schema section of the README and the
+data-quality suites are all derived from the declarations below; tests fail when any of
+them drifts.
+
+Columns beyond INTERFACE.md are extensions (allowed: "more are welcome") and say so in
+their docs.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import polars as pl
+import pyarrow as pa
+
+from faultline.schemas.types import ENGINE_TYPES, LogicalType
+
+S, I32, I64, F64, B, TS, J = (
+    LogicalType.STRING,
+    LogicalType.INT32,
+    LogicalType.INT64,
+    LogicalType.FLOAT64,
+    LogicalType.BOOL,
+    LogicalType.TIMESTAMP,
+    LogicalType.JSON,
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its logical type, nullability and the values it may take."""
+
+    name: str
+    type: LogicalType
+    doc: str
+    nullable: bool = False
+    values: tuple[str, ...] | None = None  # closed vocabulary, checked by data quality
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def duckdb_type(self) -> str:
+        return ENGINE_TYPES[self.type].duckdb
+
+    @property
+    def arrow_field(self) -> pa.Field:
+        return pa.field(self.name, ENGINE_TYPES[self.type].arrow, nullable=self.nullable)
+
+    @property
+    def python_type(self) -> type:
+        base = ENGINE_TYPES[self.type].python
+        return typing.Optional[base] if self.nullable else base  # noqa: UP045
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: ordered columns, a key, and what one row stands for."""
+
+    name: str
+    row: str  # "one row per ..."
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    # DuckDB keeps an ART index per PRIMARY KEY, which costs memory and time on bulk
+    # loads of millions of rows; large tables keep their key unenforced and the
+    # data-quality suite checks uniqueness instead.
+    enforce_key: bool = True
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate column names")
+        missing = set(self.key) - set(names)
+        if missing:
+            raise ValueError(f"{self.name}: key columns {missing} are not columns")
+
+    def __iter__(self) -> Iterator[Column]:
+        return iter(self.columns)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([c.arrow_field for c in self.columns])
+
+    @cached_property
+    def polars_schema(self) -> dict[str, pl.DataType]:
+        return {c.name: ENGINE_TYPES[c.type].polars for c in self.columns}
+
+    @cached_property
+    def row_type(self) -> type[typing.NamedTuple]:
+        """A NamedTuple class for this table's rows (Beam infers a schema from it)."""
+        cls_name = "".join(part.title() for part in self.name.split("_")) + "Row"
+        return typing.NamedTuple(cls_name, [(c.name, c.python_type) for c in self.columns])
+
+
+@dataclass(frozen=True)
+class View:
+    """A view over the tables: its columns (for docs and checks) and its SQL body."""
+
+    name: str
+    row: str
+    columns: tuple[Column, ...]
+    sql: str
+    depends_on: tuple[str, ...] = field(default=())
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+# --- vocabularies -------------------------------------------------------------------
+
+SOURCES = ("kernel", "sel", "inventory", "job", "trainer", "sacct", "slurmctld", "hosts",
+           "unknown")
+TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relative",
+                "untimed")
+EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")
+COMPONENT_KINDS = ("table5", "planned", "unattributed")
+
+
+# --- tables ---------------------------------------------------------------------------
+
+FILES = Table(
+    name="files",
+    row="input file",
+    key=("path",),
+    columns=(
+        Column("path", S, "Absolute path of the file, as read."),
+        Column("sha256", S, "SHA-256 of the file's bytes as stored (before gunzip)."),
+        Column("source", S, "Log source sniffed from the content.", values=SOURCES),
+        Column("lines", I64, "Lines in the file (a last line without newline counts).",
+               minimum=0),
+        Column("routine_lines", I64, "Lines read and found to carry nothing relevant.",
+               minimum=0),
+        Column("event_lines", I64, "Lines covered by events (line_no..line_end).",
+               minimum=0),
+        Column("reject_lines", I64, "Lines that could not be read (see rejects).",
+               minimum=0),
+        Column("duplicate_of", S, "Path of an earlier file with the same bytes.",
+               nullable=True),
+        Column("bytes", I64, "Size on disk in bytes (extension).", minimum=0),
+        Column("compressed", B, "True for gzip files (extension)."),
+        Column("host", S, "Host the path names, if any (extension).", nullable=True),
+        Column("shape", S, "Line shape within the source, e.g. rfc3339, rfc3164, "
+               "dmesg_t, iso, kmsg (extension).", nullable=True),
+    ),
+)
+
+EVENTS = Table(
+    name="events",
+    row="relevant record",
+    key=("event_id",),
+    enforce_key=False,
+    columns=(
+        Column("event_id", S, "Deterministic id from sha256, line_no and an ordinal."),
+        Column("ts", TS, "Event time in UTC; NULL only when ts_quality is untimed.",
+               nullable=True),
+        Column("ts_quality", S, "How ts was obtained.", values=TS_QUALITIES),
+        Column("host", S, "Canonical host name.", nullable=True),
+        Column("source", S, "Log source of the file.", values=SOURCES),
+        Column("kind", S, "Event kind (xid, nccl_watchdog, node_down, ...)."),
+        Column("xid", I32, "NVIDIA Xid code.", nullable=True, minimum=1),
+        Column("gpu_index", I32, "GPU index on the host, from the inventory.",
+               nullable=True, minimum=0),
+        Column("gpu_serial", S, "GPU board serial, from the inventory.", nullable=True),
+        Column("device", S, "Device named by the line (PCI address, mlx5_0, nvme0...).",
+               nullable=True),
+        Column("job_id", S, "Slurm job id (text: arrays and het jobs keep their form).",
+               nullable=True),
+        Column("message", S, "The message text of the line(s)."),
+        Column("path", S, "File the event was read from."),
+        Column("line_no", I64, "First line of the event (1-based).", minimum=1),
+        Column("line_end", I64, "Last line of the event (>= line_no).", minimum=1),
+        Column("sha256", S, "SHA-256 of the file (extension)."),
+        Column("rank", I32, "Training rank the line belongs to (extension).",
+               nullable=True, minimum=0),
+        Column("attrs", J, "Kind-specific fields as a JSON object (extension).",
+               nullable=True),
+    ),
+)
+
+REJECTS = Table(
+    name="rejects",
+    row="line that could not be read",
+    key=("path", "line_no"),
+    enforce_key=False,
+    columns=(
+        Column("path", S, "File the line is in."),
+        Column("line_no", I64, "Line number (1-based).", minimum=1),
+        Column("reason", S, "Why the line could not be read."),
+        Column("raw", S, "The line, truncated and with bad bytes replaced."),
+        Column("sha256", S, "SHA-256 of the file (extension)."),
+    ),
+)
+
+ATTEMPTS = Table(
+    name="attempts",
+    row="job attempt of a run",
+    key=("job_id", "started_at"),
+    columns=(
+        Column("run", S, "Run: jobs of one name (and user) resubmitted within 24 h."),
+        Column("job_id", S, "Slurm JobID as text (a requeued job keeps it)."),
+        Column("started_at", TS, "Start of the attempt (UTC)."),
+        Column("ended_at", TS, "End of the attempt (UTC); NULL while running.",
+               nullable=True),
+        Column("state", S, "Final Slurm state (COMPLETED, FAILED, NODE_FAIL, ...)."),
+        Column("nodes", I32, "Number of nodes.", minimum=0),
+        Column("nodelist", S, "Slurm host list as written."),
+        Column("attempt", I32, "1-based attempt number within the run (extension).",
+               minimum=1),
+        Column("job_name", S, "JobName (extension).", nullable=True),
+        Column("user", S, "User, where sacct gives one (extension).", nullable=True),
+        Column("exit_code", S, "ExitCode as written (extension).", nullable=True),
+        Column("reason", S, "Reason field (extension).", nullable=True),
+        Column("admin_comment", S, "AdminComment (extension).", nullable=True),
+    ),
+)
+
+INTERRUPTIONS = Table(
+    name="interruptions",
+    row="attempt that ended while its run went on",
+    key=("interruption_id",),
+    columns=(
+        Column("interruption_id", S, "Deterministic id of the interruption."),
+        Column("run", S, "Run the attempt belongs to."),
+        Column("job_id", S, "Slurm JobID of the attempt."),
+        Column("failed_at", TS, "When the attempt failed (UTC)."),
+        Column("planned", B, "True for planned maintenance."),
+        Column("component", S, "Table 5 component, Planned Maintenance or Unattributed."),
+        Column("category", S, "Table 5 category of the component."),
+        Column("signal_family", S, "Family of the deciding signal (NVLink, row remap, "
+               "GSP, IB link...).", nullable=True),
+        Column("culprit_host", S, "Host the root cause is on.", nullable=True),
+        Column("culprit_gpu", I32, "GPU index on the culprit host.", nullable=True,
+               minimum=0),
+        Column("culprit_gpu_serial", S, "Serial of the culprit GPU.", nullable=True),
+        Column("root_event_id", S, "The event named as root cause.", nullable=True),
+        Column("rule_id", S, "Rule or model that decided."),
+        Column("confidence", F64, "Confidence of the decision, 0..1.", minimum=0.0,
+               maximum=1.0),
+        Column("lost_seconds", F64, "Work redone since the last checkpoint.",
+               nullable=True, minimum=0.0),
+        Column("downtime_seconds", F64, "Until the next attempt's first step.",
+               nullable=True, minimum=0.0),
+        Column("taxonomy_version", S, "Version of the taxonomy used."),
+    ),
+)
+
+INTERRUPTION_EVIDENCE = Table(
+    name="interruption_evidence",
+    row="event that took part in an interruption",
+    key=("interruption_id", "event_id"),
+    enforce_key=False,
+    columns=(
+        Column("interruption_id", S, "The interruption."),
+        Column("event_id", S, "The event."),
+        Column("role", S, "Part the event played.", values=EVIDENCE_ROLES),
+    ),
+)
+
+COMPONENTS = Table(
+    name="components",
+    row="component of the taxonomy (loaded from schemas/taxonomy)",
+    key=("component",),
+    columns=(
+        Column("component", S, "Component name as spelled in Table 5."),
+        Column("category", S, "Table 5 category."),
+        Column("kind", S, "table5, planned or unattributed.", values=COMPONENT_KINDS),
+        Column("published_interruptions", I32, "Count in the published Table 5.",
+               nullable=True, minimum=0),
+        Column("published_percent", F64, "Percent as printed in Table 5.", nullable=True),
+        Column("sort_order", I32, "Row order of the published table.", minimum=0),
+        Column("taxonomy_version", S, "Version of the taxonomy."),
+    ),
+)
+
+XID_CATALOG = Table(
+    name="xid_catalog",
+    row="NVIDIA Xid code (loaded from schemas/taxonomy)",
+    key=("xid",),
+    columns=(
+        Column("xid", I32, "Xid code.", minimum=1),
+        Column("name", S, "NVIDIA mnemonic."),
+        Column("description", S, "NVIDIA's description.", nullable=True),
+        Column("resolution", S, "NVIDIA's immediate resolution bucket.", nullable=True),
+        Column("investigatory", S, "NVIDIA's investigatory bucket.", nullable=True),
+        Column("role", S, "root, app, follow_on, informational or unused.",
+               values=("root", "app", "follow_on", "informational", "unused")),
+        Column("component", S, "Component it points to (root/app roles).",
+               nullable=True),
+        Column("signal_family", S, "Signal family label used in reports.",
+               nullable=True),
+        Column("follows", S, "Xids a follow-on row follows (';'-separated, '*' any).",
+               nullable=True),
+        Column("applies_to", S, "GPU families (';'-separated).", nullable=True),
+        Column("confidence", S, "high, medium or low.",
+               values=("high", "medium", "low")),
+        Column("source", S, "Where the row was verified."),
+        Column("notes", S, "Notes for operators and classifiers.", nullable=True),
+        Column("taxonomy_version", S, "Version of the taxonomy."),
+    ),
+)
+
+TABLES: tuple[Table, ...] = (
+    FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
+    XID_CATALOG,
+)
+
+
+# --- views ----------------------------------------------------------------------------
+
+BREAKDOWN = View(
+    name="breakdown",
+    row="Table 5 row (and Planned Maintenance, Unattributed) per run",
+    depends_on=("interruptions", "components"),
+    columns=(
+        Column("run", S, "Run."),
+        Column("component", S, "Component."),
+        Column("category", S, "Category."),
+        Column("interruptions", I64, "Interruptions of the run with that component.",
+               minimum=0),
+        Column("percent", F64, "Unrounded percent of the run's unexpected "
+               "interruptions; NULL for Planned Maintenance.", nullable=True,
+               minimum=0.0, maximum=100.0),
+        Column("sort_order", I32, "Row order of the published table (extension).",
+               minimum=0),
+    ),
+    # Every taxonomy row appears for every run (zero counts included) so the table
+    # lines up with the published one; percent is over unexpected interruptions only.
+    sql="""
+WITH runs AS (SELECT DISTINCT run FROM interruptions),
+counts AS (
+    SELECT run, component, count(*) AS n FROM interruptions GROUP BY run, component
+),
+unexpected AS (
+    SELECT run, count(*) FILTER (WHERE NOT planned) AS n FROM interruptions GROUP BY run
+)
+SELECT r.run, c.component, c.category,
+       coalesce(k.n, 0) AS interruptions,
+       CASE WHEN c.kind = 'planned' THEN NULL
+            ELSE 100.0 * coalesce(k.n, 0) / nullif(u.n, 0) END AS percent,
+       c.sort_order
+FROM runs r
+CROSS JOIN components c
+LEFT JOIN counts k ON k.run = r.run AND k.component = c.component
+LEFT JOIN unexpected u ON u.run = r.run
+""",
+)
+
+VIEWS: tuple[View, ...] = (BREAKDOWN,)
+
+
+def table(name: str) -> Table:
+    """Look a table up by name."""
+    for t in TABLES:
+        if t.name == name:
+            return t
+    raise KeyError(f"no table {name!r}")

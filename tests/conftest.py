@@ -1,0 +1,33 @@
+"""Shared test fixtures: the repository root and the read-only ../shared folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_dir() -> Path | None:
+    env = os.environ.get("FAULTLINE_SHARED")
+    candidate = Path(env) if env else REPO_ROOT.parent / "shared"
+    return candidate if (candidate / "INTERFACE.md").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared (or $FAULTLINE_SHARED). In CI its absence is a failure, not a skip."""
+    found = _shared_dir()
+    if found is None:
+        msg = "../shared not found (set FAULTLINE_SHARED)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return found

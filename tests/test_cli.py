@@ -1,0 +1,76 @@
+"""The CLI's commands, flags, help and exit codes (INTERFACE.md)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from faultline import __version__
+from faultline.cli import EXIT_USAGE, app
+
+runner = CliRunner()
+COMMANDS = ("ingest", "report", "explain", "check", "simulate", "demo")
+
+
+def plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_help_lists_every_command():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for cmd in COMMANDS:
+        assert cmd in plain(result.output)
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"faultline {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ("ingest", ["--db", "--tz", "--year", "--run", "--overrides", "--runner",
+                    "--workers", "--beam-opt"]),
+        ("report", ["--db", "--format", "--compare", "--html"]),
+        ("explain", ["--db"]),
+        ("check", ["--db"]),
+        ("simulate", ["--preset", "--out", "--seed"]),
+    ],
+)
+def test_each_command_has_its_interface_flags(command, flags):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = plain(result.output)
+    for flag in flags:
+        assert flag in text, (command, flag)
+
+
+@pytest.mark.parametrize(
+    ("argv", "issue"),
+    [
+        (["ingest", "corpus", "--db", "x.duckdb"], 4),
+        (["report", "--db", "x.duckdb"], 5),
+        (["explain", "--db", "x.duckdb", "abc"], 5),
+        (["check", "--db", "x.duckdb"], 6),
+        (["simulate", "--preset", "sample", "--out", "out"], 3),
+        (["demo"], 6),
+    ],
+)
+def test_unbuilt_commands_say_so_and_exit_2(argv, issue, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, argv)
+    assert result.exit_code == EXIT_USAGE
+    assert "not yet implemented" in plain(result.output)
+    assert f"#{issue}" in plain(result.output)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_bad_usage_exits_2():
+    assert runner.invoke(app, ["report"]).exit_code == EXIT_USAGE  # --db missing
+    assert runner.invoke(app, ["report", "--db", "x", "--format", "xml"]).exit_code == 2
+    assert runner.invoke(app, ["nosuchcommand"]).exit_code == EXIT_USAGE
