@@ -46,7 +46,9 @@ def _markdown_columns(columns) -> list[str]:
     lines = ["| column | type | null | meaning |", "|---|---|---|---|"]
     for c in columns:
         doc = c.doc
-        if c.values:
+        if c.values_source:
+            doc += f" One of the values in `{c.values_source}`."
+        elif c.values:
             doc += " One of: " + ", ".join(f"`{v}`" for v in c.values) + "."
         lines.append(
             f"| `{c.name}` | {c.duckdb_type} | {'yes' if c.nullable else 'no'} | {doc} |"

@@ -21,6 +21,7 @@ from functools import cached_property
 import polars as pl
 import pyarrow as pa
 
+from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.types import ENGINE_TYPES, LogicalType
 
 S, I32, I64, F64, B, TS, J = (
@@ -43,6 +44,7 @@ class Column:
     doc: str
     nullable: bool = False
     values: tuple[str, ...] | None = None  # closed vocabulary, checked by data quality
+    values_source: str | None = None  # where a long vocabulary is documented
     minimum: float | None = None
     maximum: float | None = None
 
@@ -174,7 +176,8 @@ EVENTS = Table(
         Column("ts_quality", S, "How ts was obtained.", values=TS_QUALITIES),
         Column("host", S, "Canonical host name.", nullable=True),
         Column("source", S, "Log source of the file.", values=SOURCES),
-        Column("kind", S, "Event kind (xid, nccl_watchdog, node_down, ...)."),
+        Column("kind", S, "Event kind (xid, nccl_watchdog, node_down, ...).",
+               values=tuple(EVENT_KINDS), values_source="schemas/event_kinds.py"),
         Column("xid", I32, "NVIDIA Xid code.", nullable=True, minimum=1),
         Column("gpu_index", I32, "GPU index on the host, from the inventory.",
                nullable=True, minimum=0),

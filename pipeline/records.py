@@ -1,0 +1,106 @@
+"""What parsers return: typed records, free of IO and of Beam.
+
+Every parser is a pure function from text (plus the file's path, host and the user's
+time settings) to a :class:`FileParse`: events, rejects and the count of routine lines.
+The pipeline turns these into ``events``/``rejects`` rows (adding the file's sha256 and
+the deterministic ``event_id``); parsers never see a database or a runner.
+
+Times travel as integer microseconds since the Unix epoch, UTC (see
+:mod:`faultline.schemas.types`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
+
+from faultline.schemas.event_kinds import EVENT_KINDS
+from faultline.schemas.tables import TS_QUALITIES
+
+RAW_LIMIT = 512  # characters of a rejected line kept in rejects.raw
+
+
+@dataclass(frozen=True, slots=True)
+class ParseContext:
+    """The facts a parser may need beyond the text: all immutable, all picklable."""
+
+    path: str
+    host: str | None = None  # from the path (hosts/<host>/..., jobs/<id>/<host>.log)
+    job_id: str | None = None  # from the path (jobs/<jobid>/...)
+    tz: str = "UTC"  # zone of times that carry none
+    year: int | None = None  # year for syslog lines that carry none
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.tz)
+
+
+@dataclass(slots=True)
+class ParsedEvent:
+    """One relevant record found in a file (one or more lines)."""
+
+    line_no: int
+    kind: str
+    message: str
+    ts: int | None = None  # epoch microseconds, UTC
+    ts_quality: str = "untimed"
+    host: str | None = None
+    line_end: int | None = None  # defaults to line_no
+    xid: int | None = None
+    device: str | None = None  # normalized PCI address (0000:3b:00.0) or device name
+    job_id: str | None = None
+    rank: int | None = None
+    attrs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.line_end is None:
+            self.line_end = self.line_no
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {self.kind!r}")
+        if self.ts_quality not in TS_QUALITIES:
+            raise ValueError(f"unknown ts_quality {self.ts_quality!r}")
+        if (self.ts is None) != (self.ts_quality == "untimed"):
+            raise ValueError("ts is None exactly when ts_quality is 'untimed'")
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A line that could not be read, and why."""
+
+    line_no: int
+    reason: str
+    raw: str
+
+    @classmethod
+    def of(cls, line_no: int, reason: str, raw: str) -> Reject:
+        return cls(line_no, reason, raw[:RAW_LIMIT])
+
+
+@dataclass(slots=True)
+class FileParse:
+    """Everything one parser found in one file.
+
+    Accounting: ``lines == routine_lines + event_lines + reject_lines`` where
+    ``event_lines`` counts each line covered by some event's ``line_no..line_end``
+    once, however many events cover it.
+    """
+
+    lines: int
+    events: list[ParsedEvent] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    shape: str | None = None  # e.g. rfc3339, rfc3164, dmesg_t, iso, kmsg
+
+    @property
+    def event_lines(self) -> int:
+        covered: set[int] = set()
+        for e in self.events:
+            covered.update(range(e.line_no, (e.line_end or e.line_no) + 1))
+        return len(covered)
+
+    @property
+    def reject_lines(self) -> int:
+        return len({r.line_no for r in self.rejects})
+
+    @property
+    def routine_lines(self) -> int:
+        return self.lines - self.event_lines - self.reject_lines

@@ -1,0 +1,63 @@
+"""Timestamps to UTC epoch microseconds, with zone rules applied once, here.
+
+Local (zone-less) times go through :func:`local_to_utc_us`: an ambiguous wall time in
+the repeated hour of a daylight-saving change resolves to its first occurrence
+(``fold=0``) and a time in the skipped hour is shifted forward, both as the zone
+database defines them; the caller flags such times ``assumed_tz``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from zoneinfo import ZoneInfo
+
+UTC = dt.UTC
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
+    r"\s*(Z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def to_us(t: dt.datetime) -> int:
+    """Aware datetime to epoch microseconds."""
+    delta = t - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(us: int) -> dt.datetime:
+    """Epoch microseconds to an aware UTC datetime."""
+    return _EPOCH + dt.timedelta(microseconds=us)
+
+
+def local_to_utc_us(naive: dt.datetime, zone: ZoneInfo) -> int:
+    """A wall-clock time in ``zone`` to epoch microseconds (see module docstring)."""
+    aware = naive.replace(tzinfo=zone, fold=0)
+    # A wall time in a DST gap does not exist; round-tripping through UTC moves it
+    # forward by the gap, which is what a clock that jumped would have shown.
+    return to_us(aware.astimezone(UTC))
+
+
+def parse_iso(text: str, zone: ZoneInfo) -> tuple[int, bool] | None:
+    """Parse an ISO-8601-like time (``T`` or space, ``.`` or ``,`` fraction, ``Z``,
+    ``+00:00`` or ``+0000``). Returns (epoch_us, had_zone) or None if not a time."""
+    m = _ISO.match(text.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s, frac, tz = m.groups()
+    us = int((frac or "0")[:6].ljust(6, "0"))
+    try:
+        naive = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), us)
+    except ValueError:
+        return None
+    if tz is None:
+        return local_to_utc_us(naive, zone), False
+    if tz == "Z":
+        offset = dt.timedelta(0)
+    else:
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return to_us(naive.replace(tzinfo=dt.timezone(offset))), True
