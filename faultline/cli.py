@@ -14,6 +14,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from faultline import __version__
 
@@ -50,6 +58,12 @@ def _not_yet(command: str, issue: int) -> None:
         f"(tracked in issue #{issue}); nothing was read or written."
     )
     raise typer.Exit(EXIT_USAGE)
+
+
+def _progress() -> Progress:
+    """A progress bar on stderr (hidden when stderr is not a terminal)."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
 
 
 def _version(value: bool) -> None:
@@ -137,8 +151,29 @@ def simulate(
                                       file_okay=False)],
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
 ) -> None:
-    """Write a simulated cluster's logs, with ground truth beside them."""
-    _not_yet("simulate", 3)
+    """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
+    from faultline.simulate import simulate as run_simulation
+    from faultline.simulate.config import load_preset
+
+    try:
+        load_preset(preset)
+    except ValueError as exc:
+        err.print(f"[bold red]faultline simulate:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    with _progress() as bar:
+        tasks: dict[str, object] = {}
+
+        def step(what: str, i: int, n: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(f"writing {what}", total=n)
+            bar.update(tasks[what], completed=i + 1)
+
+        result = run_simulation(preset, out, seed=seed, progress=step)
+    typer.echo(f"simulated {preset} (seed {seed}): {result.files} files, {result.lines} "
+               f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
+               f"({result.planned} planned), effective training time "
+               f"{100 * result.effective_training_time:.1f}%, {result.seconds:.1f} s -> "
+               f"{out}/corpus (truth in {out}/truth)")
 
 
 @app.command()

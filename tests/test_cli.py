@@ -57,7 +57,6 @@ def test_each_command_has_its_interface_flags(command, flags):
         (["report", "--db", "x.duckdb"], 5),
         (["explain", "--db", "x.duckdb", "abc"], 5),
         (["check", "--db", "x.duckdb"], 6),
-        (["simulate", "--preset", "sample", "--out", "out"], 3),
         (["demo"], 6),
     ],
 )

@@ -1,0 +1,110 @@
+"""Writing corpus files and recording their ground truth as they are written.
+
+Writers stream lines (str, or bytes for deliberately broken ones) into a file, plain or
+gzip, counting lines and remembering the line numbers of the marked ones, so the truth
+files (``truth/files.csv``, ``truth/signals.csv``) are exact by construction.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultline.simulate.model import Line
+
+NO_FINAL_NEWLINE = object()  # yield last: the file ends in a truncated line
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A line whose position the truth must record."""
+
+    text: str | bytes
+    line: Line
+    incident: int | None  # index of the interruption it belongs to (None: noise)
+
+
+@dataclass
+class FileTruth:
+    path: str
+    source: str
+    lines: int
+    bytes: int
+    compressed: bool
+
+
+class CorpusOutput:
+    """The corpus directory and its truth, written together."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.corpus = root / "corpus"
+        self.truth_dir = root / "truth"
+        self.corpus.mkdir(parents=True, exist_ok=True)
+        self.truth_dir.mkdir(parents=True, exist_ok=True)
+        self._files = (self.truth_dir / "files.csv").open("w", newline="", encoding="utf-8")
+        self._sig = (self.truth_dir / "signals.csv").open("w", newline="", encoding="utf-8")
+        self.files = csv.writer(self._files)
+        self.files.writerow(["path", "source", "lines", "bytes", "compressed"])
+        self.signals = csv.writer(self._sig)
+        self.signals.writerow(["interruption", "path", "line_no", "role", "kind", "xid",
+                               "host", "text"])
+        self.total_lines = 0
+        self.total_bytes = 0
+        self.n_files = 0
+
+    def write(self, rel: str, lines: Iterable[object], source: str,
+              compress: bool = False, newline: bytes = b"\n") -> FileTruth:
+        path = self.corpus / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = path.open("wb")
+        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                            compresslevel=4) if compress else raw
+        n = 0
+        buf: list[bytes] = []
+        pending_newline = False
+        truncated = False
+        for item in lines:
+            if item is NO_FINAL_NEWLINE:
+                truncated = True
+                continue
+            if isinstance(item, Marked):
+                n += 1
+                ln = item.line
+                self.signals.writerow([
+                    "" if item.incident is None else item.incident, rel, n, ln.role,
+                    ln.kind, "" if ln.xid is None else ln.xid, ln.host or "",
+                    (item.text if isinstance(item.text, str)
+                     else item.text.decode("utf-8", "replace"))[:200]])
+                item = item.text
+            else:
+                n += 1
+            if pending_newline:
+                buf.append(newline)
+            data = item.encode("utf-8") if isinstance(item, str) else item
+            n += data.count(b"\n")  # free text with embedded newlines spans lines
+            buf.append(data)
+            pending_newline = True
+            if len(buf) > 20000:
+                out.write(b"".join(buf))
+                buf.clear()
+        if pending_newline and not truncated:
+            buf.append(newline)
+        out.write(b"".join(buf))
+        if compress:
+            out.close()
+        raw.close()
+        size = path.stat().st_size
+        truth = FileTruth(rel, source, n, size, compress)
+        self.files.writerow([rel, source, n, size, int(compress)])
+        self.total_lines += n
+        self.total_bytes += size
+        self.n_files += 1
+        return truth
+
+    def close(self) -> None:
+        self._files.close()
+        self._sig.close()
