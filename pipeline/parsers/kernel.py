@@ -1,0 +1,642 @@
+"""Kernel logs (syslog, journal, dmesg, /dev/kmsg) to events: ``parse(text, ctx)``.
+
+Line shapes, decided per line (files may mix them); ``FileParse.shape`` is the most
+common one:
+
+=========  ===========================================================================
+rfc3339    ``2024-07-01T12:00:00.123456+00:00 node0042 kernel: MSG`` (rsyslog, journalctl
+           ``-o short-iso[-precise]``); any program tag; a zone-less time is local.
+rfc3164    ``Jul  1 12:00:00 node0042 kernel: [1234567.123456] MSG`` (also journalctl
+           ``short``/``short-precise``); no year, see *Years* below.
+dmesg_t    ``[Mon Jul  1 12:00:00 2024] MSG`` (``dmesg -T``, local time, host from the path).
+iso        ``2024-07-01T12:00:00,123456+00:00 MSG`` (``dmesg --time-format=iso``; with
+           ``--decode`` a ``kern  :warn  : `` prefix comes first).
+kmsg       ``4,1234,123456789,-;MSG`` (/dev/kmsg; microseconds since boot) followed by
+           `` SUBSYSTEM=...``/`` DEVICE=...`` continuation lines that belong to the record.
+dmesg      ``[  123.456789] MSG``, optionally ``<6>``-prefixed (``dmesg -r``, pstore) and
+           with a ``[ T1946]`` caller id; seconds since boot.
+=========  ===========================================================================
+
+Blank lines and pstore part headers (``Panic#1 Part2``) are routine. A line of no shape
+is a reject (``unrecognized kernel line``, or ``nul bytes``), unless its text is a
+kernel message that matters: then it is an event whose time is inherited from the
+nearest earlier line that has one.
+
+Multi-line records: kmsg continuation lines belong to their record (an event's
+``line_end`` covers them; ``DEVICE=+pci:...`` fills a missing device). A rule of
+:mod:`kernel_messages` with ``absorb`` also takes the following lines of the same report
+(AER header + ``PCIe Bus Error`` + detail lines, an APEI ``{n}[Hardware Error]`` record, an
+MCE report, ``GPU at PCI`` + ``Board Serial Number``, ``oom-kill:`` summary + ``Killed
+process``, SXid + its ``Severity``/``Data`` lines) when they have the head's shape, host
+and program and a time within one second of it.
+
+Speed: the whole file goes into one polars Series; one ``str.contains`` of the union of
+line shapes finds the rejects and one of :data:`kernel_messages.SELECT_PATTERN` finds
+the candidate lines. Python regexes run on candidates only (and on the few lines an
+event absorbs). Years and boot anchors are computed with vectorized polars passes, and
+only when a candidate needs them. Files under ``_SMALL_FILE`` lines take the same
+steps with Python's re (polars' fixed cost per call dominates there); the tests check
+that both paths give identical results.
+
+Years (rfc3164): the year of the file's *first* rfc3164 line is ``ctx.year``; without it,
+the year of the first line in the same file that carries one (rfc3339, iso, dmesg_t),
+and without that the lines are ``untimed``. A month that goes back by six or more
+(Dec -> Jan) starts the next year, a month that jumps forward by six or more (a late
+Dec line after Jan) goes back one: rollovers never jump back in time. ts_quality is
+``inferred_year``.
+
+Boot-relative times (kmsg, dmesg): a file is cut into boots where the time since boot
+drops by more than a second. A boot is anchored by lines that carry both a wall clock
+and the time since boot: syslog lines with a ``kernel: [secs]`` stamp, and kernel audit
+records ``audit(<epoch>.<ms>:<serial>)``; the anchor is the median of
+``wall - uptime`` over the first 16 such lines of the boot. Anchored lines get
+``boot_relative``; without an anchor they are ``untimed`` (order is kept by line_no).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections import Counter
+from dataclasses import dataclass
+from statistics import median
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import polars as pl
+
+from faultline.pipeline.parsers import kernel_messages as km
+from faultline.pipeline.pci import normalize_pci
+from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
+from faultline.pipeline.text import split_lines
+from faultline.pipeline.timeutil import local_to_utc_us, parse_iso
+
+MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+_DEC = r"(?:[a-z0-9]+ *:[a-z]+ *: )?"  # dmesg --decode facility:level prefix
+_MON = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_WDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_HMS = r"[0-2]\d:[0-5]\d:[0-6]\d"
+_ZONE = r"(?:Z|[+-][0-2]\d:?[0-5]\d)"
+_DATE = r"\d{4}-[01]\d-[0-3]\d"
+
+# (name, head, tail, check) in the order the per-line parser tries them. A line has a
+# shape when it matches head + tail; the vectorized validity check uses head + check,
+# which accepts the same lines without scanning to the end of each one (``(?: (.*))?$``
+# and ``(?: |$)`` accept the same single lines). The patterns use only syntax that
+# Python's re and Rust's regex read alike, so both stages agree on what a valid line is.
+_TO_END = r"(?: (?P<msg>.*))?$"
+_LOOSE_TO_END = r"(?: ?(?P<msg>.*))?$"
+SHAPES: tuple[tuple[str, str, str, str], ...] = (
+    ("iso", rf"^(?P<decode>{_DEC})(?P<ts>{_DATE}T{_HMS},\d{{1,9}}{_ZONE}?)", _TO_END, "(?: |$)"),
+    ("rfc3339", rf"^(?P<ts>{_DATE}T{_HMS}(?:\.\d{{1,9}})?{_ZONE}?) (?P<host>[^ ]+)",
+     r"(?: (?P<rest>.*))?$", "(?: |$)"),
+    ("rfc3164",
+     rf"^(?P<mon>{_MON}) (?P<day>[ 0-3]?\d) (?P<hms>{_HMS})(?:\.(?P<frac>\d{{1,9}}))? "
+     r"(?P<host>[^ ]+)", r"(?: (?P<rest>.*))?$", "(?: |$)"),
+    ("dmesg_t",
+     rf"^(?P<decode>{_DEC})\[{_WDAY} (?P<mon>{_MON}) +(?P<day>\d{{1,2}}) (?P<hms>{_HMS}) "
+     r"(?P<year>\d{4})\]", _LOOSE_TO_END, ""),
+    ("kmsg", r"^(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),(?P<flags>[^;]*);", r"(?P<msg>.*)$", ""),
+    ("dmesg",
+     rf"^(?P<decode>{_DEC})(?:<(?P<prio>\d+)>)?\[ *(?P<sec>\d+)\.(?P<frac>\d+)\]"
+     r"(?: \[ *(?P<caller>[CT]\d+)\])?", _LOOSE_TO_END, ""),
+    ("kmsg_cont", r"^ [A-Za-z0-9_]+=", r".*$", ""),
+    ("blank", r"^[ \t\f\v]*$", "", ""),
+    ("pstore_header",
+     r"^(?:Panic|Oops|Emergency|Shutdown|Halt|Poweroff|Restart|Unknown)#\d+ Part\d+$", "", ""),
+)
+_SHAPE_RES = tuple((name, re.compile(head + tail)) for name, head, tail, _ in SHAPES)
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+#: One vectorized check of every line shape: lines that fail it are rejects.
+SHAPE_PATTERN: str = "|".join(
+    f"(?:{_NAMED_GROUP.sub('(?:', head + check)})" for _, head, _, check in SHAPES
+)
+
+FILE_SHAPES = ("rfc3339", "rfc3164", "dmesg_t", "iso", "kmsg", "dmesg")
+_NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header"})
+_TIMED_SHAPES = frozenset(FILE_SHAPES)
+
+_TAG = re.compile(r"^(?P<tag>[^\s\[\]:]+)(?:\[(?P<pid>[^\]]*)\])?: ?(?P<msg>.*)$")
+_UPTIME = re.compile(r"^\[ *(\d+)\.(\d+)\] ?")
+_KMSG_CONT = re.compile(r"^ [A-Za-z0-9_]+=")
+_KMSG_DEVICE = re.compile(r"^ DEVICE=\+pci:(\S+)")
+
+# Vectorized helpers (only run when a candidate needs them).
+_RFC3164_MON = rf"^({_MON}) [ 0-3]?\d {_HMS}(?:\.\d+)? [^ ]"
+_DATED = rf"^{_DEC}{_DATE}T{_HMS}|^{_DEC}\[{_WDAY} {_MON} +\d{{1,2}} {_HMS} \d{{4}}\]"
+_REL = (
+    rf"^{_DEC}(?:<\d+>)?\[ *(?P<ds>\d+)\.(?P<df>\d+)\]"
+    r"|^\d+,\d+,(?P<ku>\d+),[^;]*;"
+    rf"|^(?:{_MON} [ 0-3]?\d {_HMS}(?:\.\d+)?|{_DATE}T[^ ]+) [^ ]+ kernel: "
+    r"\[ *(?P<ss>\d+)\.(?P<sf>\d+)\]"
+)
+_AUDIT = r"audit\((?P<aus>\d{9,11})\.(?P<auf>\d{1,6}):"
+_ANCHORS_PER_BOOT = 16
+_NEW_BOOT_DROP_US = 1_000_000
+_INHERIT_LOOKBACK = 1000
+_SAMPLE_LINES = 200
+
+
+@dataclass(slots=True)
+class KernelLine:
+    """One line read by shape: what :func:`parse_line` returns."""
+
+    shape: str  # one of SHAPES' names
+    message: str  # text after the time/host/tag prefix
+    host: str | None = None  # from the line (rfc3339, rfc3164), else None
+    program: str | None = None  # syslog tag; None for dmesg/kmsg text
+    ts: int | None = None  # epoch microseconds UTC, when the line alone (plus year) gives it
+    ts_quality: str = "untimed"
+    uptime_us: int | None = None  # time since boot, when the line carries it
+    error: str | None = None  # "bad timestamp"
+
+
+def _frac_us(frac: str | None) -> int:
+    return int((frac or "0")[:6].ljust(6, "0"))
+
+
+def _split_syslog(rest: str | None) -> tuple[str | None, str, int | None]:
+    """program, message, uptime_us from the part after the host."""
+    rest = rest or ""
+    m = _TAG.match(rest)
+    if m is None:
+        return "", rest, None
+    program, msg = m.group("tag"), m.group("msg")
+    uptime = None
+    if program == "kernel":
+        u = _UPTIME.match(msg)
+        if u:
+            uptime = int(u.group(1)) * 1_000_000 + _frac_us(u.group(2))
+            msg = msg[u.end():]
+    return program, msg, uptime
+
+
+def _wall(y: int, mon: int, day: int, hms: str, us: int, zone: ZoneInfo) -> int:
+    h, mi, s = (int(x) for x in hms.split(":"))
+    return local_to_utc_us(dt.datetime(y, mon, day, h, mi, s, us), zone)
+
+
+def _match_shape(line: str) -> tuple[str, re.Match] | None:
+    for name, rx in _SHAPE_RES:
+        m = rx.match(line)
+        if m is not None:
+            return name, m
+    return None
+
+
+def parse_line(
+    line: str,
+    ctx: ParseContext,
+    *,
+    year: int | None = None,
+    boot_us: int | None = None,
+    zone: ZoneInfo | None = None,
+) -> KernelLine | None:
+    """Read one line's shape, time and message; None if it has no known shape.
+
+    ``year`` is the year of an rfc3164 line (default ``ctx.year``); ``boot_us`` the
+    epoch time of boot for kmsg/dmesg lines, when the file gave one.
+    """
+    found = _match_shape(line)
+    if found is None:
+        return None
+    name, m = found
+    zone = zone or ctx.zone
+    g = m.groupdict()
+    if name in _NO_MESSAGE:
+        return KernelLine(name, "")
+    if name == "iso" or name == "rfc3339":
+        got = parse_iso(g["ts"], zone)
+        if name == "iso":
+            kl = KernelLine(name, g["msg"] or "")
+        else:
+            program, msg, uptime = _split_syslog(g["rest"])
+            kl = KernelLine(name, msg, host=g["host"], program=program, uptime_us=uptime)
+        if got is None:
+            kl.error = "bad timestamp"
+        else:
+            kl.ts, kl.ts_quality = got[0], ("exact" if got[1] else "assumed_tz")
+        return kl
+    if name == "rfc3164":
+        program, msg, uptime = _split_syslog(g["rest"])
+        kl = KernelLine(name, msg, host=g["host"], program=program, uptime_us=uptime)
+        y = year if year is not None else ctx.year
+        mon, day = MONTHS[g["mon"]], int(g["day"])
+        try:
+            dt.date(2000, mon, day)  # a leap year: is the day valid in some year?
+        except ValueError:
+            kl.error = "bad timestamp"
+            return kl
+        if y is not None:
+            try:
+                kl.ts = _wall(y, mon, day, g["hms"], _frac_us(g["frac"]), zone)
+                kl.ts_quality = "inferred_year"
+            except ValueError:  # Feb 29 in an inferred non-leap year, second 60
+                kl.ts = None
+        return kl
+    if name == "dmesg_t":
+        kl = KernelLine(name, g["msg"] or "")
+        try:
+            kl.ts = _wall(int(g["year"]), MONTHS[g["mon"]], int(g["day"]), g["hms"], 0, zone)
+            kl.ts_quality = "assumed_tz"
+        except ValueError:
+            kl.error = "bad timestamp"
+        return kl
+    if name == "kmsg":
+        kl = KernelLine(name, g["msg"], uptime_us=int(g["usec"]))
+    else:  # dmesg
+        kl = KernelLine(
+            name, g["msg"] or "", uptime_us=int(g["sec"]) * 1_000_000 + _frac_us(g["frac"])
+        )
+    if boot_us is not None:
+        kl.ts, kl.ts_quality = boot_us + kl.uptime_us, "boot_relative"
+    return kl
+
+
+_SMALL_FILE = 256  # lines; below this Python regexes beat polars' per-call overhead
+
+
+@functools.lru_cache(maxsize=64)
+def _rx(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+class _Columns:
+    """Per-line columns of one file as numpy arrays.
+
+    Large files are computed with polars (one vectorized regex pass per column); small
+    files with the same patterns through Python's re, which is faster below a few
+    thousand lines. Both paths give the same arrays; the logic on them is shared.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.s = pl.Series("line", lines, dtype=pl.String) if len(lines) >= _SMALL_FILE else None
+
+    def contains(self, pattern: str) -> np.ndarray:
+        if self.s is not None:
+            return self.s.str.contains(pattern).to_numpy()
+        rx = _rx(pattern)
+        return np.fromiter((rx.search(x) is not None for x in self.lines), bool, len(self.lines))
+
+    def selected(self) -> np.ndarray:
+        """Lines matching kernel_messages.SELECT_PATTERN (small files: needles first)."""
+        if self.s is not None:
+            return self.contains(km.SELECT_PATTERN)
+        rx, needles = _rx(km.SELECT_PATTERN), km.SELECT_NEEDLES
+        return np.fromiter(
+            (any(nd in x for nd in needles) and rx.search(x) is not None for x in self.lines),
+            bool,
+            len(self.lines),
+        )
+
+    def first(self, pattern: str) -> int | None:
+        if self.s is not None:
+            hits = self.s.str.contains(pattern).arg_true()
+            return int(hits[0]) if len(hits) else None
+        rx = _rx(pattern)
+        return next((i for i, x in enumerate(self.lines) if rx.search(x)), None)
+
+    def months(self) -> np.ndarray:
+        """Month number of rfc3164-shaped lines, 0 elsewhere."""
+        if self.s is not None:
+            return (
+                self.s.str.extract(_RFC3164_MON, 1)
+                .replace_strict(MONTHS, default=0, return_dtype=pl.Int8)
+                .to_numpy()
+            )
+        rx = _rx(_RFC3164_MON)
+        out = np.zeros(len(self.lines), dtype=np.int8)
+        for i, x in enumerate(self.lines):
+            m = rx.search(x)
+            if m:
+                out[i] = MONTHS[m.group(1)]
+        return out
+
+    def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(uptime_us or -1, line is kmsg/dmesg text, line is a syslog ``kernel: [secs]``)."""
+        if self.s is not None:
+            g = self.s.str.extract_groups(_REL).struct.unnest()
+            frac = pl.col("df").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+            sfrac = pl.col("sf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+            cols = g.select(
+                rel=pl.coalesce(
+                    pl.col("ds").cast(pl.Int64) * 1_000_000 + frac,
+                    pl.col("ku").cast(pl.Int64),
+                    pl.col("ss").cast(pl.Int64) * 1_000_000 + sfrac,
+                ).fill_null(-1),
+                boot=pl.col("ds").is_not_null() | pl.col("ku").is_not_null(),
+                syslog=pl.col("ss").is_not_null(),
+            )
+            return cols["rel"].to_numpy(), cols["boot"].to_numpy(), cols["syslog"].to_numpy()
+        n = len(self.lines)
+        rel = np.full(n, -1, dtype=np.int64)
+        boot = np.zeros(n, dtype=bool)
+        syslog = np.zeros(n, dtype=bool)
+        rx = _rx(_REL)
+        for i, x in enumerate(self.lines):
+            m = rx.search(x)
+            if m is None:
+                continue
+            ds, df, ku, ss, sf = m.group("ds", "df", "ku", "ss", "sf")
+            if ds is not None:
+                rel[i], boot[i] = int(ds) * 1_000_000 + _frac_us(df), True
+            elif ku is not None:
+                rel[i], boot[i] = int(ku), True
+            else:
+                rel[i], syslog[i] = int(ss) * 1_000_000 + _frac_us(sf), True
+        return rel, boot, syslog
+
+    def audit_walls(self) -> np.ndarray:
+        """Epoch microseconds of a kernel audit record's ``audit(<epoch>.<ms>:``, or -1."""
+        if self.s is not None:
+            g = self.s.str.extract_groups(_AUDIT).struct.unnest()
+            frac = pl.col("auf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+            return g.select(
+                (pl.col("aus").cast(pl.Int64) * 1_000_000 + frac).fill_null(-1)
+            ).to_series().to_numpy()
+        out = np.full(len(self.lines), -1, dtype=np.int64)
+        rx = _rx(_AUDIT)
+        for i, x in enumerate(self.lines):
+            if "audit(" in x:
+                m = rx.search(x)
+                if m:
+                    out[i] = int(m.group("aus")) * 1_000_000 + _frac_us(m.group("auf"))
+        return out
+
+
+class _Clock:
+    """Years and boot anchors of one file, computed lazily from :class:`_Columns`."""
+
+    def __init__(self, cols: _Columns, ctx: ParseContext) -> None:
+        self.cols = cols
+        self.lines = cols.lines
+        self.ctx = ctx
+        self.zone = ctx.zone
+        self._years: tuple[np.ndarray, np.ndarray, int | None] | None = None
+        self._boots: tuple[np.ndarray, dict[int, int]] | None = None
+
+    # -- rfc3164 years ------------------------------------------------------------------
+    def year_for(self, i: int) -> int | None:
+        if self._years is None:
+            self._years = self._compute_years()
+        idx, off, base = self._years
+        if base is None:
+            return None
+        pos = int(np.searchsorted(idx, i, side="right")) - 1
+        return base + (int(off[pos]) if pos >= 0 else 0)
+
+    def _compute_years(self) -> tuple[np.ndarray, np.ndarray, int | None]:
+        mon = self.cols.months()
+        idx = np.flatnonzero(mon)
+        nums = mon[idx].astype(np.int32)
+        d = np.diff(nums, prepend=nums[:1])
+        off = np.cumsum((d <= -6).astype(np.int32) - (d >= 6).astype(np.int32))
+        base = self.ctx.year
+        if base is None:
+            j = self.cols.first(_DATED)
+            shown = _line_year(self.lines[j]) if j is not None else None
+            if shown is not None:
+                pos = int(np.searchsorted(idx, j, side="right")) - 1
+                base = shown - (int(off[pos]) if pos >= 0 else 0)
+        return idx, off, base
+
+    # -- boot anchors ----------------------------------------------------------------------
+    def boot_for(self, i: int) -> int | None:
+        if self._boots is None:
+            self._boots = self._compute_boots()
+        seg, anchors = self._boots
+        return anchors.get(int(seg[i]))
+
+    def _compute_boots(self) -> tuple[np.ndarray, dict[int, int]]:
+        rel, boot_text, syslog = self.cols.uptimes()
+        n = len(rel)
+        has = rel >= 0
+        last = np.maximum.accumulate(np.where(has, np.arange(n), -1))
+        ff = np.where(last >= 0, rel[np.maximum(last, 0)], -1)
+        prev = np.concatenate(([-1], ff[:-1]))
+        new_boot = (ff >= 0) & (prev >= 0) & (ff < prev - _NEW_BOOT_DROP_US)
+        seg = np.cumsum(new_boot)
+        audit = self.cols.audit_walls() if boot_text.any() else np.full(n, -1, np.int64)
+        anchor_idx = np.flatnonzero(syslog | ((audit >= 0) & boot_text))
+        if len(anchor_idx) == 0:
+            return seg, {}
+        segs = seg[anchor_idx]
+        uniq, first = np.unique(segs, return_index=True)
+        rank = np.arange(len(segs)) - first[np.searchsorted(uniq, segs)]
+        per_seg: dict[int, list[int]] = {}
+        for j in anchor_idx[rank < _ANCHORS_PER_BOOT].tolist():
+            if syslog[j]:
+                kl = parse_line(self.lines[j], self.ctx, year=self.year_for(j), zone=self.zone)
+                if kl is None or kl.ts is None:
+                    continue
+                wall = kl.ts
+            else:
+                wall = int(audit[j])
+            per_seg.setdefault(int(seg[j]), []).append(wall - int(rel[j]))
+        return seg, {k: int(median(v)) for k, v in per_seg.items()}
+
+    # -- one line's time ---------------------------------------------------------------------
+    def line(self, i: int) -> KernelLine | None:
+        """parse_line with this file's year and boot anchor."""
+        text = self.lines[i]
+        kl = parse_line(text, self.ctx, zone=self.zone, year=self.ctx.year)
+        if kl is None:
+            return None
+        if kl.shape == "rfc3164" and kl.error is None:
+            y = self.year_for(i)
+            if y != self.ctx.year:
+                kl = parse_line(text, self.ctx, zone=self.zone, year=y)
+        elif kl.shape in ("kmsg", "dmesg"):
+            boot = self.boot_for(i)
+            if boot is not None:
+                kl.ts, kl.ts_quality = boot + kl.uptime_us, "boot_relative"
+        return kl
+
+    def inherited(self, i: int) -> tuple[int | None, str]:
+        """Time of the nearest earlier line that has a time shape."""
+        for j in range(i - 1, max(-1, i - 1 - _INHERIT_LOOKBACK), -1):
+            if not _could_be_timed(self.lines[j]):
+                continue
+            kl = self.line(j)
+            if kl is None or kl.shape not in _TIMED_SHAPES or kl.error:
+                continue
+            return (kl.ts, "inherited") if kl.ts is not None else (None, "untimed")
+        return None, "untimed"
+
+
+def _could_be_timed(line: str) -> bool:
+    return bool(line) and not line[0].isspace()
+
+
+_SHOWN_YEAR = re.compile(r"(\d{4})-[01]\d-[0-3]\dT|" + _HMS + r" (\d{4})\]")
+
+
+def _line_year(line: str) -> int | None:
+    """The calendar year a dated line shows (its local year, not its UTC year)."""
+    m = _SHOWN_YEAR.search(line)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def _reject_reason(line: str) -> str:
+    return "nul bytes" if "\x00" in line else "unrecognized kernel line"
+
+
+def _dominant_shape(counts: Counter) -> str | None:
+    for shape, _n in counts.most_common():
+        if shape in _TIMED_SHAPES:
+            return shape
+    return None
+
+
+def parse(text: str, ctx: ParseContext) -> FileParse:
+    """Parse a kernel log file (any mix of the shapes above) into events and rejects."""
+    lines = split_lines(text)
+    n = len(lines)
+    if n == 0:
+        return FileParse(0)
+    cols = _Columns(lines)
+    valid = cols.contains(SHAPE_PATTERN)
+    selected = cols.selected()
+    reject_idx = np.flatnonzero(~valid & ~selected).tolist()
+    orphans = set(np.flatnonzero(~valid & selected).tolist())
+    candidates = np.flatnonzero(selected).tolist()
+
+    clock = _Clock(cols, ctx)
+    shapes: Counter = Counter()
+    for line in lines[:_SAMPLE_LINES]:
+        found = _match_shape(line)
+        if found is not None:
+            shapes[found[0]] += 1
+
+    events: list[ParsedEvent] = []
+    rejects: list[Reject] = [Reject.of(i + 1, _reject_reason(lines[i]), lines[i])
+                             for i in reject_idx]
+    consumed = -1
+    for i in candidates:
+        if i <= consumed:
+            continue
+        line = lines[i]
+        if i in orphans:
+            msg = line.replace("\x00", "").strip()
+            mm = km.classify(msg, None)
+            if mm is None:
+                rejects.append(Reject.of(i + 1, _reject_reason(line), line))
+                continue
+            ts, quality = clock.inherited(i)
+            events.append(_event(i, i, mm, [msg], ts, quality, ctx.host, ctx, None))
+            consumed = i
+            continue
+        kl = parse_line(line, ctx, zone=clock.zone)
+        if kl is None:  # the two regex engines disagreed; count it, never lose it
+            rejects.append(Reject.of(i + 1, _reject_reason(line), line))
+            continue
+        if i >= _SAMPLE_LINES:
+            shapes[kl.shape] += 1
+        mm = km.classify(kl.message, kl.program)
+        if mm is None:
+            continue
+        kl = clock.line(i)
+        if kl.error:
+            rejects.append(Reject.of(i + 1, kl.error, line))
+            continue
+        end, messages = _absorb(lines, i, mm, ctx, clock.zone)
+        events.append(
+            _event(i, end, mm, messages, kl.ts, kl.ts_quality, kl.host or ctx.host, ctx, kl)
+        )
+        consumed = end
+
+    if events and rejects:
+        covered = {ln for e in events for ln in range(e.line_no, e.line_end + 1)}
+        rejects = [r for r in rejects if r.line_no not in covered]
+    rejects.sort(key=lambda r: r.line_no)
+    return FileParse(n, events=events, rejects=rejects, shape=_dominant_shape(shapes))
+
+
+def _stamp(kl: KernelLine) -> int | None:
+    return kl.uptime_us if kl.uptime_us is not None else kl.ts
+
+
+def _absorb(
+    lines: list[str], i: int, mm: km.MessageMatch, ctx: ParseContext, zone: ZoneInfo
+) -> tuple[int, list[str]]:
+    """Extend an event over the lines that belong to it; returns (last index, messages).
+
+    kmsg continuation lines always belong to their record. Other lines join only if the
+    rule's ``absorb`` accepts them, they have the head's shape, host and program, and
+    their time is within a second of the head's (the kernel prints one report at once).
+    """
+    rule = km.RULES_BY_ID[mm.rule_id]
+    head = parse_line(lines[i], ctx, zone=zone)
+    assert head is not None
+    head_stamp = _stamp(head)
+    messages = [head.message]
+    end = i
+    absorbed = 0
+    j = i + 1
+    n = len(lines)
+    while j < n:
+        nxt = lines[j]
+        if head.shape == "kmsg" and _KMSG_CONT.match(nxt):
+            dev = _KMSG_DEVICE.match(nxt)
+            if dev and mm.device is None:
+                mm.device = normalize_pci(dev.group(1))
+            end = j
+            j += 1
+            continue
+        if absorbed >= rule.max_absorb:
+            break
+        kl = parse_line(nxt, ctx, zone=zone)
+        if (
+            kl is None
+            or kl.shape != head.shape
+            or kl.host != head.host
+            or kl.program != head.program
+        ):
+            break
+        stamp = _stamp(kl)
+        if head_stamp is not None and stamp is not None and abs(stamp - head_stamp) > 1_000_000:
+            break
+        if not km.absorbs(mm, kl.message):
+            break
+        messages.append(kl.message)
+        absorbed += 1
+        end = j
+        j += 1
+    return end, messages
+
+
+def _event(
+    i: int,
+    end: int,
+    mm: km.MessageMatch,
+    messages: list[str],
+    ts: int | None,
+    quality: str,
+    host: str | None,
+    ctx: ParseContext,
+    kl: KernelLine | None,
+) -> ParsedEvent:
+    attrs = {"rule": mm.rule_id, **mm.attrs}
+    if kl is not None:
+        if kl.uptime_us is not None:
+            attrs["uptime_us"] = kl.uptime_us
+        if kl.program not in (None, "kernel"):
+            attrs["program"] = kl.program
+    return ParsedEvent(
+        line_no=i + 1,
+        line_end=end + 1,
+        kind=mm.kind,
+        message="\n".join(messages),
+        ts=ts,
+        ts_quality=quality if ts is not None else "untimed",
+        host=host,
+        xid=mm.xid,
+        device=mm.device,
+        job_id=ctx.job_id,
+        attrs=attrs,
+    )
