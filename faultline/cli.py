@@ -8,9 +8,11 @@ no work happens here.
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
+from zoneinfo import ZoneInfoNotFoundError
 
 import typer
 from rich.console import Console
@@ -37,7 +39,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 class OutputFormat(StrEnum):
@@ -63,7 +65,8 @@ def _not_yet(command: str, issue: int) -> None:
 def _progress() -> Progress:
     """A progress bar on stderr (hidden when stderr is not a terminal)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True)
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+                    disable=not err.is_terminal)
 
 
 def _version(value: bool) -> None:
@@ -109,9 +112,25 @@ def ingest(
         "--beam-opt", help="KEY=VALUE passed to Beam's PipelineOptions (repeatable).")]
     = None,
 ) -> None:
-    """Read a corpus of logs into the files, events, rejects, attempts and
-    interruptions tables. Idempotent: re-running on the same files changes nothing."""
-    _not_yet("ingest", 4)
+    """Read a corpus of logs into the files, events, rejects and attempts tables.
+
+    Idempotent: re-running on the same files changes nothing; new files are added and
+    a changed file replaces its rows."""
+    from faultline.pipeline.run import IngestError
+    from faultline.pipeline.run import ingest as run_ingest
+
+    del run, overrides  # interruption building and overrides: issue #5
+    try:
+        with _progress() as bar:
+            task = bar.add_task("parsing files", total=None)
+            summary = run_ingest(
+                corpus, db, tz=tz, year=year, runner=runner, workers=workers,
+                beam_opts=beam_opt or [],
+                progress=lambda done, total: bar.update(task, completed=done, total=total))
+    except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
+        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    typer.echo(summary.line())
 
 
 @app.command()
@@ -183,6 +202,14 @@ def demo() -> None:
     _not_yet("demo", 6)
 
 
+class _QuietBeamImports(logging.Filter):
+    """Beam warns on import about Google Cloud clients faultline never uses."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("apitools not found")
+
+
 def main() -> None:
     """Console-script entry point."""
+    logging.getLogger().addFilter(_QuietBeamImports())
     app()

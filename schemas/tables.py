@@ -161,6 +161,8 @@ FILES = Table(
         Column("host", S, "Host the path names, if any (extension).", nullable=True),
         Column("shape", S, "Line shape within the source, e.g. rfc3339, rfc3164, "
                "dmesg_t, iso, kmsg (extension).", nullable=True),
+        Column("problem", S, "What went wrong reading the file as a whole, e.g. "
+               "'truncated gzip' (extension).", nullable=True),
     ),
 )
 

@@ -53,7 +53,6 @@ def test_each_command_has_its_interface_flags(command, flags):
 @pytest.mark.parametrize(
     ("argv", "issue"),
     [
-        (["ingest", "corpus", "--db", "x.duckdb"], 4),
         (["report", "--db", "x.duckdb"], 5),
         (["explain", "--db", "x.duckdb", "abc"], 5),
         (["check", "--db", "x.duckdb"], 6),

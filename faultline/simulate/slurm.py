@@ -161,7 +161,8 @@ def slurmctld_lines(tl: Timeline, others: list[OtherJob], zone: ZoneInfo,
             ln = Line(t1, "slurmctld", "", h, role="root" if root else "symptom",
                       kind="node_not_responding")
             add(t1, f"error: Nodes {h} not responding", ln, inc.index)
-            ln2 = Line(inc.t_fail - 1, "slurmctld", "", h, role="symptom", kind="node_down")
+            ln2 = Line(inc.t_fail - 1, "slurmctld", "", h, role="symptom",
+                       kind="node_not_responding")
             add(inc.t_fail - 1, f"error: Nodes {h} not responding, setting DOWN", ln2,
                 inc.index)
             ln3 = Line(inc.t_fail, "slurmctld", "", h, role="symptom", kind="job_killed")

@@ -1,0 +1,160 @@
+"""Parquet shards -> the DuckDB file, in one transaction, idempotently.
+
+DuckDB allows one writing process, so the workers write Parquet and this single step
+loads it. Files are keyed on their path and content hash: an unchanged file (same path,
+same sha256) keeps its rows, a changed one has its rows replaced, a new one is added.
+Everything derived from the whole corpus (duplicates, host aliases, GPU serials,
+attempts) is recomputed from the stored events, so loading the same shards twice, or
+a killed load followed by a fresh one, gives the same tables.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from faultline.pipeline.parsers import hosts as hosts_parser
+from faultline.pipeline.parsers import sacct
+from faultline.pipeline.records import ParsedEvent
+from faultline.schemas.ddl import quote_ident
+from faultline.schemas.tables import ATTEMPTS, EVENTS, FILES, REJECTS
+
+_TABLES = (FILES, EVENTS, REJECTS)
+
+
+def _shards(staging: Path, name: str) -> str | None:
+    files = sorted((staging / name).glob("*.parquet"))
+    return str(staging / name / "*.parquet") if files else None
+
+
+def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> None:
+    """Merge the shards under ``staging`` into the database (one transaction)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _merge(con, staging)
+        _mark_duplicates(con)
+        _resolve_hosts(con)
+        _map_gpus(con)
+        _rebuild_attempts(con)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> None:
+    pattern = _shards(staging, "files")
+    if pattern is None:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
+                [pattern])
+    # Paths whose content is unchanged keep their rows; the rest are replaced.
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE changed AS
+        SELECT n.path FROM new_files n
+        LEFT JOIN files f ON f.path = n.path AND f.sha256 = n.sha256
+        WHERE f.path IS NULL
+    """)
+    for t in _TABLES:
+        name = quote_ident(t.name)
+        con.execute(f"DELETE FROM {name} WHERE path IN (SELECT path FROM changed)")  # noqa: S608
+        shard = _shards(staging, t.name)
+        if shard is None:
+            continue
+        cols = ", ".join(quote_ident(c) for c in t.column_names)
+        # identifiers come from schemas/; the shard path is a parameter
+        con.execute(f"INSERT INTO {name} SELECT {cols} FROM read_parquet(?) "  # noqa: S608
+                    "WHERE path IN (SELECT path FROM changed)", [shard])
+
+
+def _mark_duplicates(con: duckdb.DuckDBPyConnection) -> None:
+    """A file with the same bytes as another: the first path keeps the events, the
+    others count their lines as routine and point at it (``duplicate_of``)."""
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE originals AS
+        SELECT sha256, min(path) AS original FROM files GROUP BY sha256
+        HAVING count(*) > 1
+    """)
+    con.execute("""
+        UPDATE files SET duplicate_of = o.original, routine_lines = files.lines,
+               event_lines = 0, reject_lines = 0
+        FROM originals o
+        WHERE files.sha256 = o.sha256 AND files.path <> o.original
+          AND files.duplicate_of IS DISTINCT FROM o.original
+    """)
+    for t in ("events", "rejects"):
+        con.execute(f"DELETE FROM {t} WHERE path IN "  # noqa: S608
+                    "(SELECT path FROM files WHERE duplicate_of IS NOT NULL)")
+
+
+def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...]
+                   ) -> list[ParsedEvent]:
+    marks = ", ".join("?" for _ in kinds)
+    rows = con.execute(
+        f"SELECT kind, message, host, line_no, attrs FROM events WHERE kind IN ({marks}) "  # noqa: S608
+        "ORDER BY path, line_no", list(kinds)).fetchall()
+    return [ParsedEvent(line_no, kind, message, host=host,
+                        attrs=json.loads(attrs) if attrs else {})
+            for kind, message, host, line_no, attrs in rows]
+
+
+def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
+    """Every host name (FQDN, alias, address) to its canonical name."""
+    resolver = hosts_parser.build_resolver(
+        _event_objects(con, ("host_alias", "nccl_bootstrap")))
+    known = [r[0] for r in con.execute(
+        "SELECT DISTINCT host FROM events WHERE host IS NOT NULL").fetchall()]
+    known += [r[0] for r in con.execute(
+        "SELECT DISTINCT host FROM files WHERE host IS NOT NULL").fetchall()]
+    for name in known:  # names as the layout and the lines give them are canonical...
+        if name not in resolver and "." not in name:  # ...unless an alias says otherwise
+            resolver.add(name, name)
+    mapping = [(name, resolver.resolve(name)) for name in sorted(set(known))]
+    mapping = [(a, b) for a, b in mapping if b and b != a]
+    if not mapping:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
+    con.executemany("INSERT INTO host_map VALUES (?, ?)", mapping)
+    con.execute("UPDATE events SET host = m.host FROM host_map m WHERE events.host = m.alias")
+
+
+def _map_gpus(con: duckdb.DuckDBPyConnection) -> None:
+    """PCI address on a host -> GPU index and serial, from that host's inventory."""
+    con.execute("""
+        UPDATE events SET gpu_index = inv.idx, gpu_serial = inv.serial
+        FROM (
+            SELECT host, attrs->>'pci' AS pci, max(CAST(attrs->>'index' AS INTEGER)) AS idx,
+                   max(attrs->>'serial') AS serial
+            FROM events WHERE kind = 'gpu_inventory' GROUP BY ALL
+        ) inv
+        WHERE events.host = inv.host AND events.device = inv.pci
+          AND events.kind <> 'gpu_inventory'
+          AND (events.gpu_index IS DISTINCT FROM inv.idx
+               OR events.gpu_serial IS DISTINCT FROM inv.serial)
+    """)
+
+
+def _rebuild_attempts(con: duckdb.DuckDBPyConnection) -> None:
+    """Attempts from every sacct dump; a job seen in several dumps (they overlap in
+    real collections) counts once, as its most complete record says."""
+    best: dict[tuple[str, object], ParsedEvent] = {}
+    for e in _event_objects(con, ("job_record",)):
+        key = (str(e.attrs.get("job_id")), e.attrs.get("start"))
+        old = best.get(key)
+        if old is None or (old.attrs.get("end") is None and e.attrs.get("end") is not None):
+            best[key] = e
+    rows = sacct.attempts(best.values())
+    con.execute("DELETE FROM attempts")
+    if not rows:
+        return
+    table = pa.Table.from_pylist(rows, schema=_attempts_schema())
+    con.register("new_attempts", table)
+    con.execute("INSERT INTO attempts SELECT * FROM new_attempts")
+    con.unregister("new_attempts")
+
+
+def _attempts_schema() -> pa.Schema:
+    return ATTEMPTS.arrow_schema

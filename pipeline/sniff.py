@@ -1,0 +1,106 @@
+"""Which log source a file is, from its first lines (the path is only a hint).
+
+Every source has a line signature; the sample of up to :data:`SAMPLE_LINES` non-blank
+lines is scored against each, and the best-scoring source above :data:`MIN_SHARE` wins.
+Header-led formats (sacct, nvidia-smi CSV, hosts.csv) are decided by their header row.
+A tie or a weak score falls back to the path hint; nothing matching at all is
+``unknown`` (its lines are counted as rejects, never dropped).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from faultline.pipeline.parsers import sacct
+from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
+
+SAMPLE_LINES = 40
+MIN_SHARE = 0.5
+
+_KERNEL = re.compile(SHAPE_PATTERN)
+_LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
+    # collector stamp, or NCCL / PyTorch / torchrun lines without one
+    "job": re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |"
+                      r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?[\w.-]+:\d+:\d+ \[\d+\] NCCL |"
+                      r"^\[(?:rank|default)\d+\]:|^[EWI]\d{4} \d\d:\d\d:\d\d"),
+    "trainer": re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
+                          r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"),
+    "slurmctld": re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
+                            r"(?:Z|[+-]\d\d:?\d\d)?\] "),
+    "sel": re.compile(r"^\s*[0-9a-fA-F]+ \| (?:\d{1,2}/\d{1,2}/\d{2,4}|Pre-Init|"
+                      r"\d{4}-\d\d-\d\d) *\|"),
+}
+# "time host tag: " -- a syslog line, even when its stamp looks like a collector's
+_SYSLOG_TAG = re.compile(r"^\S+ \S+ (?:kernel|[\w./-]+(?:\[\d+\])?): ")
+_INVENTORY_HEADER = re.compile(r"\bpci\.bus_id\b|^index\s*,.*\b(?:uuid|serial)\b", re.I)
+_HOSTS_HEADER = re.compile(r"^\s*(?:host|hostname|name)\s*,.*\b(?:alias|aliases|address|"
+                           r"addresses|ip)\b", re.I)
+
+_PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?:^|/)sacct[^/]*$"), "sacct"),
+    (re.compile(r"(?:^|/)slurmctld[^/]*$"), "slurmctld"),
+    (re.compile(r"(?:^|/)sel[^/]*$"), "sel"),
+    (re.compile(r"(?:^|/)gpus?[^/]*\.csv(?:\.gz)?$"), "inventory"),
+    (re.compile(r"(?:^|/)hosts\.csv(?:\.gz)?$"), "hosts"),
+    (re.compile(r"(?:^|/)train[^/]*\.log(?:\.gz)?$"), "trainer"),
+    (re.compile(r"(?:^|/)jobs/[^/]+/[^/]+$"), "job"),
+    (re.compile(r"(?:^|/)(?:kern|dmesg|messages|syslog|kmsg)[^/]*$"), "kernel"),
+)
+
+
+def path_hint(path: str) -> str | None:
+    for rx, source in _PATH_HINTS:
+        if rx.search(path):
+            return source
+    return None
+
+
+def sniff(lines: list[str], path: str = "") -> str:
+    """The source of a file whose first lines are ``lines``."""
+    sample = [ln for ln in lines[: SAMPLE_LINES * 4] if ln.strip()][:SAMPLE_LINES]
+    hint = path_hint(PurePosixPath(path).as_posix())
+    if not sample:
+        return hint or "unknown"
+    first = sample[0].lstrip("\ufeff")
+    if sacct.looks_like_sacct(first):
+        return "sacct"
+    if _INVENTORY_HEADER.search(first):
+        return "inventory"
+    if _HOSTS_HEADER.search(first):
+        return "hosts"
+    if hint and _confirms(hint, sample[:8]):  # the common case, decided cheaply
+        return hint
+    job_sig = _LINE_SIGNATURES["job"]
+    scores = {name: sum(1 for ln in sample if rx.search(ln)) for name, rx in
+              _LINE_SIGNATURES.items() if name != "job"}
+    # A collector-stamped job line also fits the RFC 3339 kernel shape (its second
+    # token reads as a host); only a syslog "host tag:" decides between the two.
+    scores["job"] = sum(1 for ln in sample if job_sig.search(ln)
+                        and not _SYSLOG_TAG.search(ln))
+    scores["kernel"] = sum(1 for ln in sample if _KERNEL.search(ln)
+                           and (not job_sig.search(ln) or _SYSLOG_TAG.search(ln)))
+    best = max(scores.values())
+    if best < MIN_SHARE * len(sample):
+        return hint if hint and scores.get(hint, 0) > 0 else "unknown"
+    top = [name for name, s in scores.items() if s == best]
+    if len(top) > 1 and hint in top:
+        return hint
+    return top[0]
+
+
+def _line_fits(source: str, line: str) -> bool:
+    if source == "kernel":
+        return bool(_KERNEL.search(line)) and (not _LINE_SIGNATURES["job"].search(line)
+                                               or bool(_SYSLOG_TAG.search(line)))
+    if source == "job":
+        return bool(_LINE_SIGNATURES["job"].search(line)) and not _SYSLOG_TAG.search(line)
+    rx = _LINE_SIGNATURES.get(source)
+    return bool(rx and rx.search(line))
+
+
+def _confirms(source: str, lines: list[str]) -> bool:
+    """The path's hint holds if most of the first lines fit that source's signature."""
+    if source in ("sacct", "inventory", "hosts"):
+        return False  # header-led: decided by the header checks above
+    return sum(_line_fits(source, ln) for ln in lines) > MIN_SHARE * len(lines)
