@@ -69,20 +69,46 @@ def test_line_accounting_matches_the_truth_exactly(sample, sample_db):
         assert bad == []
 
 
-def test_every_truth_signal_is_found_as_its_event(sample, sample_db):
-    corpus = str(sample / "corpus") + "/"
-    with duckdb.connect(str(sample_db), read_only=True) as con:
+def _missing_signals(root: Path, db: Path) -> list:
+    corpus = str(root / "corpus") + "/"
+    with duckdb.connect(str(db), read_only=True) as con:
         spans = con.execute("SELECT path, line_no, line_end, kind FROM events").fetchall()
     by_path: dict[str, list[tuple[int, int, str]]] = {}
     for path, a, b, kind in spans:
         by_path.setdefault(path.removeprefix(corpus), []).append((a, b, kind))
     missing = []
-    for s in _truth(sample, "signals.csv"):
+    for s in _truth(root, "signals.csv"):
         line = int(s["line_no"])
         kinds = {k for a, b, k in by_path.get(s["path"], []) if a <= line <= b}
         if s["kind"] not in kinds:
             missing.append((s["path"], line, s["kind"], kinds))
-    assert missing == []
+    return missing
+
+
+def test_every_truth_signal_is_found_as_its_event(sample, sample_db):
+    assert _missing_signals(sample, sample_db) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["small", "skewed"])
+def test_other_presets_local_time_and_no_hosts_csv(preset, tmp_path):
+    """small writes local time across a DST change; skewed has no hosts.csv."""
+    out = tmp_path / preset
+    r = CliRunner().invoke(app, ["simulate", "--preset", preset, "--out", str(out),
+                                 "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    tz = {"small": "America/Los_Angeles", "skewed": "Europe/Berlin"}[preset]
+    db = tmp_path / "x.duckdb"
+    _ingest_cli(out / "corpus", db, "--tz", tz)
+    assert _missing_signals(out, db) == []
+    truth = {r["path"]: int(r["lines"]) for r in _truth(out, "files.csv")}
+    corpus = str(out / "corpus") + "/"
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = dict(con.execute("SELECT path, lines FROM files").fetchall())
+        unmapped = con.execute("SELECT count(*) FROM events WHERE kind = 'xid' AND "
+                               "gpu_serial IS NULL").fetchone()[0]
+    assert {p.removeprefix(corpus): n for p, n in got.items()} == truth
+    assert unmapped == 0
 
 
 def test_xids_get_their_gpu_from_the_inventory(sample_db):

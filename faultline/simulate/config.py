@@ -45,6 +45,7 @@ class Preset:
     weights: dict[str, float] = field(default_factory=dict)
     extra_unexpected: int = 0
     gpus_per_host: int = 8
+    hosts_csv: bool = True  # the corpus layout makes hosts.csv optional
 
     def host_name(self, i: int) -> str:
         return self.host_pattern.format(i=i, rack=i // 16, slot=i % 16)

@@ -75,9 +75,10 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
     o.write("slurm/sacct.txt", sacct_lines(tl, others, zone), "sacct")
     o.write("slurm/slurmctld.log", slurmctld_lines(tl, others, zone, reboots, seed),
             "slurmctld")
-    o.write("hosts.csv", _hosts_csv(cluster), "hosts")
+    if p.hosts_csv:
+        o.write("hosts.csv", _hosts_csv(cluster), "hosts")
     o.close()
-    ett = _write_truth(out, p, seed, cluster, tl, o, time.perf_counter() - t_start)
+    ett = _write_truth(out, p, seed, cluster, tl, o)
     return SimResult(out, o.n_files, o.total_lines, o.total_bytes, len(tl.incidents),
                      sum(i.planned for i in tl.incidents), time.perf_counter() - t_start,
                      ett)
@@ -273,7 +274,7 @@ def _write_jobs(o: CorpusOutput, p: Preset, cluster: Cluster, tl: Timeline, zone
 
 
 def _write_truth(out: Path, p: Preset, seed: int, cluster: Cluster, tl: Timeline,
-                 o: CorpusOutput, seconds: float) -> float:
+                 o: CorpusOutput) -> float:
     tax = load_taxonomy()
     rows = []
     down_total = lost_total = 0.0
@@ -320,7 +321,7 @@ def _write_truth(out: Path, p: Preset, seed: int, cluster: Cluster, tl: Timeline
         "failures_per_day": sum(not i.planned for i in tl.incidents) / p.days,
         "effective_training_time": ett, "lost_seconds": lost_total,
         "downtime_seconds": down_total, "files": o.n_files, "lines": o.total_lines,
-        "bytes": o.total_bytes, "generation_seconds": round(seconds, 1),
+        "bytes": o.total_bytes,
     }
     (out / "truth" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return ett

@@ -278,8 +278,6 @@ def nic(c: Ctx) -> None:
     elif v == "fw_fatal":
         c.add(0, "kernel", f"mlx5_core {pci}: Fatal error 1 detected", h.name, "root",
               "nic_health")
-        c.add(0.01, "kernel", f"mlx5_core {pci}: mlx5_health_try_recover:335:(pid 1234): "
-              "handling bad device here", h.name, "corroborating", "nic_health")
     else:
         c.add(0, "kernel", f"mlx5_core {pci}: wait_func:1204:(pid {_pid(c.rng)}): "
               "ENABLE_HCA(0x104) timeout. Will cause a leak of a command resource",
