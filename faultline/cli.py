@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from faultline import __version__
+from faultline import db as fdb
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -67,6 +68,20 @@ def _progress() -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
                     disable=not err.is_terminal)
+
+
+def _open_read(db: Path):
+    """Open an existing database read-only, or exit 2 saying why."""
+    import duckdb
+
+    if not db.is_file():
+        err.print(f"[bold red]faultline:[/] {db}: no such database (run faultline ingest)")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        return fdb.connect(db, read_only=True)
+    except duckdb.Error as exc:
+        err.print(f"[bold red]faultline:[/] {db}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
 
 
 def _version(value: bool) -> None:
@@ -116,10 +131,13 @@ def ingest(
 
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
+    from faultline.classifiers import interruptions
     from faultline.pipeline.run import IngestError
     from faultline.pipeline.run import ingest as run_ingest
 
-    del run, overrides  # interruption building and overrides: issue #5
+    if overrides is not None and not overrides.is_file():
+        err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
+        raise typer.Exit(EXIT_USAGE)
     try:
         with _progress() as bar:
             task = bar.add_task("parsing files", total=None)
@@ -127,6 +145,8 @@ def ingest(
                 corpus, db, tz=tz, year=year, runner=runner, workers=workers,
                 beam_opts=beam_opt or [],
                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+        with fdb.connect(db) as con:
+            summary.interruptions = interruptions.build(con, run=run, overrides=overrides)
     except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -142,9 +162,28 @@ def report(
         help="Show the published table beside yours.")] = None,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML "
                                               "report with charts here.")] = None,
+    run: Annotated[str | None, typer.Option(help="Run to report (default: the one with "
+                                            "the most interruptions).")] = None,
 ) -> None:
     """Print the root-cause breakdown (Table 5 for your cluster)."""
-    _not_yet("report", 5)
+    from faultline import report as rep
+
+    if html is not None:
+        _not_yet("report --html", 6)
+    con = _open_read(db)
+    try:
+        data = rep.breakdown(con, run=run, compare=compare.value if compare else None)
+    except rep.ReportError as exc:
+        err.print(f"[bold red]faultline report:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    finally:
+        con.close()
+    if format is OutputFormat.table:
+        rep.render_table(data, Console())
+    else:
+        render = {OutputFormat.markdown: rep.render_markdown, OutputFormat.csv:
+                  rep.render_csv, OutputFormat.json: rep.render_json}[format]
+        typer.echo(render(data), nl=False)
 
 
 @app.command()
@@ -153,7 +192,17 @@ def explain(
     interruption_id: Annotated[str, typer.Argument(help="An interruption_id.")],
 ) -> None:
     """Show the evidence chain behind one interruption's root cause."""
-    _not_yet("explain", 5)
+    from faultline import report as rep
+
+    con = _open_read(db)
+    try:
+        data = rep.explain(con, interruption_id)
+    except rep.ReportError as exc:
+        err.print(f"[bold red]faultline explain:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    finally:
+        con.close()
+    rep.render_explain(data, Console())
 
 
 @app.command()

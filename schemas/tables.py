@@ -368,7 +368,116 @@ LEFT JOIN unexpected u ON u.run = r.run
 """,
 )
 
-VIEWS: tuple[View, ...] = (BREAKDOWN,)
+FAILURES_PER_DAY = View(
+    name="failures_per_day",
+    row="run and UTC day with at least one interruption",
+    depends_on=("interruptions",),
+    columns=(
+        Column("run", S, "Run."),
+        Column("day", S, "UTC date (YYYY-MM-DD)."),
+        Column("unexpected", I64, "Unexpected interruptions that day.", minimum=0),
+        Column("planned", I64, "Planned interruptions that day.", minimum=0),
+    ),
+    sql="""
+SELECT run, strftime(failed_at AT TIME ZONE 'UTC', '%Y-%m-%d') AS day,
+       count(*) FILTER (WHERE NOT planned) AS unexpected,
+       count(*) FILTER (WHERE planned) AS planned
+FROM interruptions GROUP BY 1, 2
+""",
+)
+
+EFFECTIVE_TRAINING_TIME = View(
+    name="effective_training_time",
+    row="run",
+    depends_on=("interruptions", "attempts", "events"),
+    columns=(
+        Column("run", S, "Run."),
+        Column("first_step", TS, "First training step of the run.", nullable=True),
+        Column("last_step", TS, "Last training step of the run.", nullable=True),
+        Column("wall_seconds", F64, "First to last step.", nullable=True),
+        Column("downtime_seconds", F64, "Sum over interruptions.", nullable=True),
+        Column("lost_seconds", F64, "Sum over interruptions.", nullable=True),
+        Column("effective", F64, "(wall - downtime - lost) / wall.", nullable=True,
+               minimum=0.0, maximum=1.0),
+        Column("days", F64, "Wall time in days.", nullable=True),
+        Column("unexpected", I64, "Unexpected interruptions.", minimum=0),
+        Column("failures_per_day", F64, "Unexpected interruptions per day of wall time.",
+               nullable=True),
+    ),
+    # The run's steps are its attempts' jobs' train_step events within each attempt.
+    sql="""
+WITH steps AS (
+    SELECT a.run, min(e.ts) AS first_step, max(e.ts) AS last_step
+    FROM attempts a JOIN events e
+      ON e.kind = 'train_step' AND e.job_id = a.job_id
+     AND e.ts BETWEEN a.started_at AND coalesce(a.ended_at, e.ts)
+    GROUP BY a.run
+),
+losses AS (
+    SELECT run, sum(downtime_seconds) AS down, sum(lost_seconds) AS lost,
+           count(*) FILTER (WHERE NOT planned) AS unexpected
+    FROM interruptions GROUP BY run
+)
+SELECT s.run, s.first_step, s.last_step,
+       epoch(s.last_step) - epoch(s.first_step) AS wall_seconds,
+       coalesce(l.down, 0) AS downtime_seconds, coalesce(l.lost, 0) AS lost_seconds,
+       (epoch(s.last_step) - epoch(s.first_step) - coalesce(l.down, 0)
+        - coalesce(l.lost, 0)) / nullif(epoch(s.last_step) - epoch(s.first_step), 0)
+        AS effective,
+       (epoch(s.last_step) - epoch(s.first_step)) / 86400.0 AS days,
+       coalesce(l.unexpected, 0) AS unexpected,
+       coalesce(l.unexpected, 0) / nullif((epoch(s.last_step) - epoch(s.first_step))
+                                          / 86400.0, 0) AS failures_per_day
+FROM steps s LEFT JOIN losses l USING (run)
+""",
+)
+
+MTBF = View(
+    name="mtbf_by_component",
+    row="run and component with at least one interruption",
+    depends_on=("interruptions", "effective_training_time"),
+    columns=(
+        Column("run", S, "Run."),
+        Column("component", S, "Component."),
+        Column("interruptions", I64, "Interruptions.", minimum=1),
+        Column("mtbf_hours", F64, "Wall hours of the run per interruption.",
+               nullable=True, minimum=0.0),
+    ),
+    sql="""
+SELECT i.run, i.component, count(*) AS interruptions,
+       max(t.wall_seconds) / 3600.0 / count(*) AS mtbf_hours
+FROM interruptions i LEFT JOIN effective_training_time t USING (run)
+GROUP BY 1, 2
+""",
+)
+
+RECURRING_CULPRITS = View(
+    name="recurring_culprits",
+    row="host, or GPU (by serial), named as culprit more than once",
+    depends_on=("interruptions",),
+    columns=(
+        Column("scope", S, "host or gpu.", values=("host", "gpu")),
+        Column("culprit_host", S, "Host."),
+        Column("culprit_gpu_serial", S, "GPU serial (gpu scope).", nullable=True),
+        Column("culprit_gpu", I32, "Last GPU index seen (gpu scope).", nullable=True),
+        Column("interruptions", I64, "Times named as culprit.", minimum=2),
+        Column("components", S, "Components it was blamed for."),
+    ),
+    sql="""
+SELECT 'host' AS scope, culprit_host, NULL AS culprit_gpu_serial, NULL AS culprit_gpu,
+       count(*) AS interruptions, string_agg(DISTINCT component, ', ') AS components
+FROM interruptions WHERE culprit_host IS NOT NULL GROUP BY culprit_host
+HAVING count(*) > 1
+UNION ALL
+SELECT 'gpu', max(culprit_host), culprit_gpu_serial, max(culprit_gpu), count(*),
+       string_agg(DISTINCT component, ', ')
+FROM interruptions WHERE culprit_gpu_serial IS NOT NULL GROUP BY culprit_gpu_serial
+HAVING count(*) > 1
+""",
+)
+
+VIEWS: tuple[View, ...] = (BREAKDOWN, FAILURES_PER_DAY, EFFECTIVE_TRAINING_TIME, MTBF,
+                           RECURRING_CULPRITS)
 
 
 def table(name: str) -> Table:

@@ -1,0 +1,429 @@
+"""Attempts that ended while their run went on -> interruptions with a root cause.
+
+For each interruption the events of its window (on the attempt's hosts, or of its job)
+are ranked: the earliest event of the most specific tier is the root cause
+(``classifiers.signals``); free text (drain reasons, tracebacks) goes to the learned
+models; NCCL peer addresses lead back to the host that vanished; when only watchdog
+timeouts exist, the host whose ranks never reported is the straggler. Everything else
+in the window is kept as evidence with its role.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from faultline.classifiers import signals
+from faultline.classifiers.signals import Rule
+from faultline.pipeline.hostlist import try_expand_hostlist
+from faultline.pipeline.parsers.hosts import HostResolver, normalize_name
+from faultline.schemas.tables import INTERRUPTION_EVIDENCE, INTERRUPTIONS
+from faultline.schemas.taxonomy import PLANNED, UNATTRIBUTED, load_taxonomy
+
+BEFORE_S = 2400  # how far before the failure a root cause may lie
+AFTER_S = 120  # clock skew allowance after the failure
+DRAIN_AFTER_S = 7200  # drain reasons written after the failure still explain it
+NOT_EVIDENCE = ("train_step", "checkpoint", "nccl_bootstrap", "gpu_inventory",
+                "host_alias", "job_record", "boot", "nvidia_driver_load", "gpu_serial")
+SYMPTOMS = ("nccl_watchdog", "nccl_watchdog_progress", "nccl_heartbeat", "nccl_warn",
+            "nccl_error", "nccl_ib_error", "job_cancelled", "process_exit", "cuda_error",
+            "node_not_responding", "node_down", "job_killed", "job_requeue", "traceback",
+            "train_error")
+
+
+@dataclass
+class Candidate:
+    event_id: str
+    ts: float
+    host: str | None
+    kind: str
+    xid: int | None
+    message: str
+    attrs: dict
+    gpu_index: int | None
+    gpu_serial: str | None
+    device: str | None
+    rule: Rule | None = None
+
+
+@dataclass
+class Decision:
+    component: str
+    family: str | None
+    rule_id: str
+    confidence: float
+    root: Candidate | None = None
+    culprit_host: str | None = None
+    culprit_gpu: int | None = None
+    culprit_serial: str | None = None
+    evidence: dict[str, str] = field(default_factory=dict)  # event_id -> role
+
+
+def interruption_id(run: str, job_id: str, started_us: int) -> str:
+    return "i-" + hashlib.sha256(f"{run}|{job_id}|{started_us}".encode()).hexdigest()[:12]
+
+
+def build(con: duckdb.DuckDBPyConnection, run: str | None = None,
+          overrides: Path | None = None) -> int:
+    """Rebuild ``interruptions`` and ``interruption_evidence`` (one transaction)."""
+    attempts = con.execute("""
+        SELECT run, job_id, epoch_us(started_at), epoch_us(ended_at), state, nodelist,
+               admin_comment, attempt
+        FROM attempts ORDER BY run, started_at, job_id
+    """).fetchall()
+    by_run: dict[str, list[tuple]] = defaultdict(list)
+    for a in attempts:
+        by_run[a[0]].append(a)
+    windows = []
+    for name, rows in by_run.items():
+        if run is not None and name != run:
+            continue
+        for cur, nxt in pairwise(rows):
+            if cur[3] is None:
+                continue
+            windows.append((interruption_id(name, cur[1], cur[2]), cur, nxt))
+    resolver = _resolver(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM interruption_evidence")
+        con.execute("DELETE FROM interruptions")
+        if windows:
+            _build(con, windows, resolver, _read_overrides(overrides))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return len(windows)
+
+
+def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
+    """Addresses (from NCCL bring-up lines and hosts.csv) -> host."""
+    r = HostResolver()
+    for host, attrs in con.execute(
+            "SELECT DISTINCT host, attrs FROM events WHERE kind IN "
+            "('nccl_bootstrap', 'host_alias') AND host IS NOT NULL").fetchall():
+        a = json.loads(attrs) if attrs else {}
+        for addr in (a.get("address"), *a.get("addresses", ()), *a.get("aliases", ())):
+            if addr:
+                r.add(addr, a.get("host") or host)
+    return r
+
+
+def _read_overrides(path: Path | None) -> dict[str, tuple[str, str]]:
+    if path is None:
+        return {}
+    names = set(load_taxonomy().component_names)
+    out = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            comp = (row.get("component") or "").strip()
+            if comp not in names:
+                raise ValueError(f"{path}: unknown component {comp!r}")
+            out[row["interruption_id"].strip()] = (comp, (row.get("note") or "").strip())
+    return out
+
+
+def _build(con, windows, resolver: HostResolver, overrides) -> None:
+    tax = load_taxonomy()
+    rows_w, rows_h = [], []
+    for iid, cur, _nxt in windows:
+        hosts = try_expand_hostlist(cur[5] or "")
+        rows_w.append((iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * 1_000_000,
+                       cur[3] + DRAIN_AFTER_S * 1_000_000))
+        rows_h += [(iid, h) for h in hosts]
+    con.execute("CREATE OR REPLACE TEMP TABLE w (iid VARCHAR, job_id VARCHAR, "
+                "started BIGINT, failed BIGINT, lo BIGINT, hi BIGINT)")
+    con.executemany("INSERT INTO w VALUES (?, ?, ?, ?, ?, ?)", rows_w)
+    con.execute("CREATE OR REPLACE TEMP TABLE wh (iid VARCHAR, host VARCHAR)")
+    if rows_h:
+        con.register("wh_rows", pa.table({"iid": [r[0] for r in rows_h],
+                                          "host": [r[1] for r in rows_h]}))
+        con.execute("INSERT INTO wh SELECT * FROM wh_rows")
+        con.unregister("wh_rows")
+    not_ev = ", ".join(f"'{k}'" for k in NOT_EVIDENCE)
+    cand_rows = con.execute(f"""
+        SELECT w.iid, e.event_id, epoch_us(e.ts), e.host, e.kind, e.xid, e.message,
+               e.attrs, e.gpu_index, e.gpu_serial, e.device
+        FROM w JOIN events e ON epoch_us(e.ts) BETWEEN greatest(w.started, w.lo) AND w.hi
+        WHERE e.kind NOT IN ({not_ev})
+          AND e.kind NOT IN ('nccl_watchdog', 'nccl_watchdog_progress', 'job_cancelled',
+                             'process_exit', 'nccl_warn')
+          AND (e.job_id = w.job_id OR EXISTS (
+                SELECT 1 FROM wh WHERE wh.iid = w.iid AND wh.host = e.host)
+               OR (e.source = 'slurmctld' AND (e.attrs->>'job_id' = w.job_id
+                   OR e.kind IN ('reservation', 'operator_kill'))))
+        ORDER BY w.iid, e.ts, e.event_id
+    """).fetchall()  # noqa: S608 - kinds are constants of this module
+    cands: dict[str, list[Candidate]] = defaultdict(list)
+    for iid, eid, ts, host, kind, xid, msg, attrs, gi, gs, dev in cand_rows:
+        a = json.loads(attrs) if attrs else {}
+        cands[iid].append(Candidate(eid, ts / 1e6, host, kind, xid, msg, a, gi, gs, dev))
+    watchdog = defaultdict(lambda: defaultdict(set))
+    for iid, host, rank in con.execute("""
+        SELECT w.iid, e.host, e.rank FROM w JOIN events e
+          ON e.job_id = w.job_id AND epoch_us(e.ts) BETWEEN w.started AND w.failed + 300e6
+        WHERE e.kind = 'nccl_watchdog'
+    """).fetchall():
+        watchdog[iid][host].add(rank)
+    texts = _classify_texts(cands)
+    out_rows, ev_rows = [], []
+    for iid, cur, nxt in windows:
+        failed = cur[3] / 1e6
+        hosts = try_expand_hostlist(cur[5] or "")
+        d = decide(cands.get(iid, []), watchdog.get(iid, {}), hosts, failed, cur, texts,
+                   resolver)
+        if iid in overrides:
+            comp, _note = overrides[iid]
+            d.component, d.rule_id, d.confidence = comp, "override", 1.0
+        lost, down = _progress(con, cur, nxt)
+        out_rows.append({
+            "interruption_id": iid, "run": cur[0], "job_id": cur[1],
+            "failed_at": cur[3], "planned": d.component == PLANNED,
+            "component": d.component, "category": tax.category_of(d.component),
+            "signal_family": d.family, "culprit_host": d.culprit_host,
+            "culprit_gpu": d.culprit_gpu, "culprit_gpu_serial": d.culprit_serial,
+            "root_event_id": d.root.event_id if d.root else None, "rule_id": d.rule_id,
+            "confidence": round(d.confidence, 4), "lost_seconds": lost,
+            "downtime_seconds": down, "taxonomy_version": tax.version,
+        })
+        ev_rows += [(iid, eid, role) for eid, role in d.evidence.items()]
+    con.register("new_interruptions",
+                 pa.Table.from_pylist(out_rows, schema=INTERRUPTIONS.arrow_schema))
+    con.execute("INSERT INTO interruptions SELECT * FROM new_interruptions")
+    con.unregister("new_interruptions")
+    if ev_rows:
+        con.register("new_evidence", pa.table(
+            {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
+             "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
+        con.execute("INSERT INTO interruption_evidence SELECT * FROM new_evidence")
+        con.unregister("new_evidence")
+    _symptoms_and_history(con)
+
+
+def _classify_texts(cands: dict[str, list[Candidate]]) -> dict[str, tuple[str, float, str]]:
+    """Drain reasons, admin comments and tracebacks through the learned models."""
+    reasons = {c.event_id: str(c.attrs.get("reason") or c.message) for cs in cands.values()
+               for c in cs if c.kind == "node_drain"}
+    tracebacks = {c.event_id: c.message for cs in cands.values() for c in cs
+                  if c.kind == "traceback"}
+    out: dict[str, tuple[str, float, str]] = {}
+    if not reasons and not tracebacks:
+        return out
+    from faultline.classifiers import text
+
+    for ids, fn in ((list(reasons), text.classify_reasons),
+                    (list(tracebacks), text.classify_tracebacks)):
+        if ids:
+            src = reasons if fn is text.classify_reasons else tracebacks
+            for eid, p in zip(ids, fn([src[i] for i in ids]), strict=True):
+                out[eid] = (p.label, p.confidence, p.model)
+    return out
+
+
+_PEER = re.compile(r"from peer ([0-9a-fA-F:.]+)")
+
+
+def decide(cands: list[Candidate], watchdog: dict[str, set], hosts: list[str],
+           failed: float, attempt: tuple, texts: dict, resolver: HostResolver) -> Decision:
+    """The root cause of one interruption from its window's events."""
+    root_limit = failed + AFTER_S
+    # planned: an operator (uid 0) killed the job, or a maintenance reservation began
+    kill = [c for c in cands if c.kind == "operator_kill"
+            and str(c.attrs.get("uid")) in ("0", "root") and c.ts <= root_limit]
+    comment = (attempt[6] or "").lower()
+    if kill or comment.startswith("planned"):
+        d = Decision(PLANNED, "maintenance",
+                     "planned.operator_kill" if kill else "planned.admin_comment", 0.95,
+                     root=kill[0] if kill else None)
+        for c in cands:
+            if c.kind in ("reservation", "operator_kill", "node_reboot"):
+                d.evidence[c.event_id] = "corroborating"
+        if kill:
+            d.evidence[kill[0].event_id] = "root"
+        return d
+    ranked: list[tuple[int, float, Candidate, Rule]] = []
+    seen_79: dict[tuple[str | None, str | None], float] = {}
+    for c in cands:
+        if c.ts > root_limit and c.kind != "node_drain":
+            continue
+        if c.kind == "node_drain":
+            continue  # free text: corroboration, or the cause when nothing else is
+        if c.kind == "traceback":
+            label = texts.get(c.event_id)
+            if label:
+                rule = Rule(f"text.traceback:{label[2]}", "traceback", label[0],
+                            "traceback", signals.SOFTWARE, label[1])
+                ranked.append((rule.tier, c.ts, c, rule))
+            continue
+        rule = signals.rule_for(c.kind, c.message, c.xid, json.dumps(c.attrs) if c.attrs
+                                else None)
+        if rule is None:
+            continue
+        if c.kind == "xid" and c.xid == 79:
+            seen_79[(c.host, c.device)] = c.ts
+        if c.kind == "xid" and c.xid == 119 and any(
+                h == c.host and dev == c.device and 0 <= c.ts - t <= 120
+                for (h, dev), t in seen_79.items()):
+            continue  # GSP cannot answer once the GPU is gone: a consequence of the 79
+        ranked.append((rule.tier, c.ts, c, rule))
+    # drain reasons written for this failure: on its hosts, after it began to fail
+    drains = [c for c in cands if c.kind == "node_drain" and c.event_id in texts
+              and c.ts >= failed - 300 and (c.host in hosts or not hosts)]
+    if ranked:
+        ranked.sort(key=lambda r: (r[0], r[1], r[2].event_id))
+        tier, _ts, root, rule = ranked[0]
+        d = Decision(rule.component, rule.family, rule.rule_id, rule.confidence, root=root)
+        _culprit(d, root, ranked, resolver)
+    elif watchdog:
+        d = _straggler(watchdog, hosts)
+        said = [c for c in drains if c.host == d.culprit_host]
+        if said:  # a person looked at the straggler and wrote down why
+            label, conf, model = texts[said[0].event_id]
+            d.component, d.family = label, "drain reason"
+            d.rule_id, d.confidence, d.root = f"text.reason:{model}", conf, said[0]
+    elif drains:
+        c = drains[0]
+        label, conf, model = texts[c.event_id]
+        d = Decision(label, "drain reason", f"text.reason:{model}", conf, root=c,
+                     culprit_host=c.host)
+    else:
+        return Decision(UNATTRIBUTED, None, "none", 1.0)
+    if d.root is not None:
+        d.evidence[d.root.event_id] = "root"
+    d.component = _refine_memory(d, cands)
+    # text and other signals either agree with the root or contradict it
+    for c in drains:
+        label, conf, _m = texts[c.event_id]
+        if d.culprit_host and c.host != d.culprit_host:
+            continue
+        if label == d.component:
+            d.evidence.setdefault(c.event_id, "corroborating")
+            d.confidence = min(1.0, d.confidence + 0.05)
+        elif conf >= 0.6:
+            d.evidence.setdefault(c.event_id, "contradicting")
+            d.confidence *= 0.8
+    for c in cands:  # follow-on Xids of the culprit GPU (45, 154, 63...) corroborate
+        if (c.kind == "xid" and d.root is not None and d.root.kind == "xid"
+                and c.host == d.root.host and c.device == d.root.device
+                and c.event_id not in d.evidence and c.ts <= root_limit):
+            d.evidence[c.event_id] = "corroborating"
+    for tier, _t, c, rule in ranked:
+        if c.event_id in d.evidence:
+            continue
+        if rule.component == d.component:
+            d.evidence[c.event_id] = "corroborating"
+        elif tier <= signals.SOFTWARE and c.host == d.culprit_host:
+            d.evidence[c.event_id] = "contradicting"
+    return d
+
+
+def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> None:
+    d.culprit_host = root.host
+    d.culprit_gpu = root.gpu_index
+    d.culprit_serial = root.gpu_serial
+    if root.kind == "nccl_ib_error":  # the peer that vanished is where the fault is
+        m = _PEER.search(root.message)
+        peer = root.attrs.get("peer") or (m.group(1) if m else None)
+        if peer:
+            host = resolver.resolve(normalize_name(str(peer)))
+            d.culprit_host = host if host and host != normalize_name(str(peer)) else None
+        d.culprit_gpu = d.culprit_serial = None
+    if root.kind == "ib_link_down":  # a switch takes a port down on many hosts at once
+        same = {c.host for _tier, t, c, _r in ranked
+                if c.kind == "ib_link_down" and abs(t - root.ts) <= 2.0}
+        if len(same) >= 3:
+            d.culprit_host, d.family, d.rule_id = None, "leaf switch", "net.leaf_switch"
+    if root.kind in ("nonfinite_loss", "checksum_mismatch"):  # the trainer names it
+        node = re.search(r"\bnode[:= ]\s*([\w.-]+?)[,)\s]", root.message + " ")
+        dev = re.search(r"\bdevice[:= ]\s*(\d+)", root.message)
+        d.culprit_host = resolver.resolve(node.group(1)) if node else root.host
+        d.culprit_gpu = int(dev.group(1)) if dev else None
+    if root.kind == "sel_thermal" and d.culprit_gpu is None:
+        m = re.search(r"GPU\s*(\d+)", root.message)
+        d.culprit_gpu = int(m.group(1)) if m else None
+    if d.component in ("IO Expansion Board",):
+        d.culprit_gpu = d.culprit_serial = None
+
+
+def _straggler(watchdog: dict[str, set], hosts: list[str]) -> Decision:
+    """Only watchdog timeouts: the ranks that never reported point at the culprit."""
+    reporting = {h: len(r) for h, r in watchdog.items() if h}
+    full = max(reporting.values(), default=0)
+    short = sorted((n, h) for h, n in reporting.items() if n < full)
+    silent = [h for h in hosts if h not in reporting]
+    d = Decision("NCCL Watchdog Timeouts", "NCCL watchdog", "nccl.watchdog_only", 0.6)
+    if len(short) == 1 and not silent:
+        _n, host = short[0]
+        d.culprit_host = host
+        missing = sorted(set(range(min(watchdog[host]) // 8 * 8,
+                                   min(watchdog[host]) // 8 * 8 + full)) - watchdog[host])
+        d.culprit_gpu = missing[0] % 8 if missing else None
+        d.rule_id = "nccl.watchdog_straggler"
+    elif len(silent) == 1 and not short:
+        d.culprit_host = silent[0]
+        d.rule_id = "nccl.watchdog_straggler"
+    return d
+
+
+def _refine_memory(d: Decision, cands: list[Candidate]) -> str:
+    """Xid 171 / 172 on the root's GPU settle whether a 48 was DRAM or SRAM."""
+    if d.root is None or d.root.kind != "xid" or d.root.xid != 48:
+        return d.component
+    for c in cands:
+        if c.kind == "xid" and c.host == d.root.host and c.device == d.root.device:
+            detail = signals.detail_xid(c.xid or 0, None)
+            if detail:
+                d.evidence[c.event_id] = "corroborating"
+                return detail
+    return d.component
+
+
+def _progress(con, cur: tuple, nxt: tuple) -> tuple[float | None, float | None]:
+    """Work lost since the last checkpoint, and time until the next first step."""
+    job, start, failed = cur[1], cur[2], cur[3]
+    last_ckpt, first_step = con.execute("""
+        SELECT max(epoch_us(ts)) FILTER (WHERE kind = 'checkpoint'),
+               min(epoch_us(ts)) FILTER (WHERE kind = 'train_step')
+        FROM events WHERE job_id = ? AND kind IN ('checkpoint', 'train_step')
+          AND epoch_us(ts) BETWEEN ? AND ?
+    """, [job, start, failed]).fetchall()[0]
+    base = last_ckpt or first_step
+    lost = (failed - base) / 1e6 if base else None
+    next_step = con.execute("""
+        SELECT min(epoch_us(ts)) FROM events WHERE job_id = ? AND kind = 'train_step'
+          AND epoch_us(ts) >= ?
+    """, [nxt[1], nxt[2]]).fetchall()[0][0]
+    down = (next_step - failed) / 1e6 if next_step else None
+    return lost, down
+
+
+def _symptoms_and_history(con) -> None:
+    """Everything else the cascade wrote in the window is a symptom; the same GPU's
+    (or host's) hardware events outside it are history."""
+    kinds = ", ".join(f"'{k}'" for k in SYMPTOMS)
+    con.execute(f"""
+        INSERT INTO interruption_evidence
+        SELECT DISTINCT w.iid, e.event_id, 'symptom'
+        FROM w JOIN events e ON e.job_id = w.job_id
+             AND epoch_us(e.ts) BETWEEN w.failed - {BEFORE_S}e6 AND w.failed + {AFTER_S}e6
+        WHERE e.kind IN ({kinds})
+          AND NOT EXISTS (SELECT 1 FROM interruption_evidence x
+                          WHERE x.interruption_id = w.iid AND x.event_id = e.event_id)
+    """)  # noqa: S608 - constants of this module
+    con.execute("""
+        INSERT INTO interruption_evidence
+        SELECT DISTINCT i.interruption_id, e.event_id, 'history'
+        FROM interruptions i JOIN events e
+          ON e.kind = 'xid' AND e.gpu_serial = i.culprit_gpu_serial
+         AND abs(epoch_us(e.ts) - epoch_us(i.failed_at)) > 3600e6
+        WHERE i.culprit_gpu_serial IS NOT NULL
+    """)
