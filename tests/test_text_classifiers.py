@@ -1,0 +1,310 @@
+"""Free-text classifiers: family-split evaluation, API contract, determinism, speed.
+
+Scores are printed (``pytest -s``) and repeated in assertion messages. Floors sit a few
+points under the measured values (training is deterministic, so the margin is for
+template edits, not noise) and well above what a broken feature set or a label mix-up
+would score; see each test for the measured value.
+
+Measured (tfidf-lr is the shipped model, see faultline.classifiers.text)::
+
+                                    tfidf-lr   spacy    floors (tfidf / spacy)
+    reason holdout accuracy           0.937     0.850    0.90 / 0.80
+    reason holdout macro-F1           0.940     0.856    0.90 / 0.80
+    reason LOFO pooled accuracy       0.931     0.823    0.90 / 0.78
+    traceback holdout macro-F1        0.793     0.793    0.75 / 0.70
+    traceback LOFO pooled accuracy    0.850     0.714    0.80 / 0.65
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+from faultline.classifiers import text, training
+from faultline.schemas.taxonomy import PLANNED, load_taxonomy
+
+REASON_LABELS = {c.component for c in load_taxonomy().table5} | {PLANNED}
+TRACEBACK_LABELS = {"Software Bug", "Dependency"}
+
+
+@pytest.fixture(scope="module")
+def reasons() -> list[training.Example]:
+    return training.reason_examples()
+
+
+@pytest.fixture(scope="module")
+def tracebacks() -> list[training.Example]:
+    return training.traceback_examples()
+
+
+def _show(title: str, body: str) -> str:
+    msg = f"\n{title}\n{body}"
+    print(msg)
+    return msg
+
+
+# --------------------------------------------------------------------------- data
+
+
+def test_training_data_covers_every_label_and_is_deterministic(reasons, tracebacks):
+    assert {ex.label for ex in reasons} == REASON_LABELS
+    assert {ex.label for ex in tracebacks} == TRACEBACK_LABELS
+    assert len(REASON_LABELS) == 19
+    assert training.reason_examples() == reasons  # same seed, same texts
+    assert training.traceback_examples() == tracebacks
+    # every placeholder is filled; several realizations per template
+    assert not [ex.text for ex in reasons + tracebacks if re.search(r"\{[a-z]+\}", ex.text)]
+    assert len(reasons) > 4 * 724
+    assert len({ex.family for ex in reasons}) == 12
+    assert len({ex.family for ex in tracebacks}) == 15
+
+
+def test_filled_xid_fits_the_rows_component(reasons):
+    """random_slots(rng, component): an Xid in a filled text is one the label allows."""
+    from faultline.simulate.freetext import XIDS_BY_COMPONENT
+
+    generic = [ex for ex in reasons if ex.text.startswith("NHC: check_gpu_xid:  GPU ")
+               and "detected in kernel log" in ex.text]
+    assert generic
+    for ex in generic:
+        xid = int(re.search(r"Xid (\d+)", ex.text).group(1))
+        assert xid in XIDS_BY_COMPONENT[ex.label], ex
+
+
+@pytest.mark.parametrize(("make", "holdout"), [
+    (training.reason_examples, training.REASON_HOLDOUT),
+    (training.traceback_examples, training.TRACEBACK_HOLDOUT),
+])
+def test_fixed_holdout_is_split_by_family(make, holdout):
+    data = make()
+    train, test = training.split_by_family(data, holdout)
+    assert {ex.family for ex in test} == set(holdout)
+    assert not {ex.family for ex in train} & set(holdout)
+    assert {ex.label for ex in train} == {ex.label for ex in data}  # all labels in training
+    with pytest.raises(ValueError, match="unknown families"):
+        training.split_by_family(data, ["no-such-family"])
+
+
+# --------------------------------------------------------------------------- held-out scores
+
+
+def _holdout(kind: str, task: str, data, holdout) -> training.Report:
+    train, test = training.split_by_family(data, holdout)
+    return training.evaluate(kind, task, train, test)
+
+
+@pytest.mark.parametrize(("kind", "acc_floor", "f1_floor", "class_f1_floor"), [
+    # measured: acc .937, macro-F1 .940, weakest class Software Bug F1 .82 (P .97 R .71)
+    ("tfidf-lr", 0.90, 0.90, 0.70),
+    # measured: acc .850, macro-F1 .856, weakest Dependency F1 .67, Software Bug .69
+    ("spacy-textcat", 0.80, 0.80, 0.60),
+])
+def test_reason_holdout_families(reasons, kind, acc_floor, f1_floor, class_f1_floor):
+    rep = _holdout(kind, "reason", reasons, training.REASON_HOLDOUT)
+    msg = _show(f"reason / {kind}: held-out families {training.REASON_HOLDOUT}",
+                rep.table())
+    assert set(rep.labels) == REASON_LABELS, msg  # the holdout has all 19 labels
+    assert rep.accuracy >= acc_floor, msg
+    assert rep.macro_f1 >= f1_floor, msg
+    worst = min(rep.f1, key=rep.f1.get)
+    assert rep.f1[worst] >= class_f1_floor, f"{worst}{msg}"
+
+
+@pytest.mark.parametrize(("kind", "f1_floor", "recall_floor"), [
+    # measured: acc .806, macro-F1 .793; Software Bug R .59 (nccl-usage is read as a
+    # Dependency: its c10d frames look like the rendezvous-store family), Dependency R 1.0
+    ("tfidf-lr", 0.75, 0.50),
+    ("spacy-textcat", 0.70, 0.45),  # measured: the same .806 / .793
+])
+def test_traceback_holdout_families(tracebacks, kind, f1_floor, recall_floor):
+    rep = _holdout(kind, "traceback", tracebacks, training.TRACEBACK_HOLDOUT)
+    msg = _show(f"traceback / {kind}: held-out families {training.TRACEBACK_HOLDOUT}",
+                rep.table())
+    assert set(rep.labels) == TRACEBACK_LABELS, msg
+    assert rep.macro_f1 >= f1_floor, msg
+    assert min(rep.recall.values()) >= recall_floor, msg
+
+
+def test_tfidf_is_at_least_as_good_as_spacy_on_the_holdout(reasons):
+    """The choice in faultline.classifiers.text, checked on the fixed holdout."""
+    tfidf = _holdout("tfidf-lr", "reason", reasons, training.REASON_HOLDOUT)
+    spacy_ = _holdout("spacy-textcat", "reason", reasons, training.REASON_HOLDOUT)
+    assert tfidf.macro_f1 >= spacy_.macro_f1, (tfidf.macro_f1, spacy_.macro_f1)
+
+
+# --------------------------------------------------------------------------- leave one family out
+
+
+def _lofo(kind: str, task: str, data) -> tuple[dict[str, training.Report], str]:
+    reps = training.leave_one_family_out(kind, task, data)
+    msg = _show(f"{task} / {kind}: leave-one-family-out", training.lofo_summary(reps))
+    for fam, rep in reps.items():
+        print(rep.table(f"-- held out: {fam}"))
+    return reps, msg
+
+
+def test_traceback_leave_one_family_out(tracebacks):
+    # measured .850 pooled; the families that cannot be inferred from the others are
+    # nccl-usage (.30), user-keyerror (.46), shape-mismatch (.62)
+    reps, msg = _lofo("tfidf-lr", "traceback", tracebacks)
+    assert len(reps) == 15, msg
+    assert training.pooled_accuracy(reps) >= 0.80, msg
+    assert sum(r.accuracy >= 0.75 for r in reps.values()) >= 11, msg  # measured 12 of 15
+
+
+@pytest.mark.slow
+def test_reason_leave_one_family_out(reasons):
+    # measured .931 pooled, mean per-family macro-F1 .917; weakest netops .68 (its UFM
+    # and optics vocabulary exists nowhere else)
+    reps, msg = _lofo("tfidf-lr", "reason", reasons)
+    assert len(reps) == 12, msg
+    assert training.pooled_accuracy(reps) >= 0.90, msg
+    assert np.mean([r.macro_f1 for r in reps.values()]) >= 0.88, msg
+    assert min(r.accuracy for r in reps.values()) >= 0.60, msg
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "floor"), [("reason", 0.78), ("traceback", 0.65)])
+def test_spacy_leave_one_family_out_and_the_choice(reasons, tracebacks, task, floor):
+    """spaCy alone and the ensemble both score below tfidf-lr under LOFO (the choice)."""
+    data = reasons if task == "reason" else tracebacks
+    tfidf = training.pooled_accuracy(training.leave_one_family_out("tfidf-lr", task, data))
+    reps, msg = _lofo("spacy-textcat", task, data)
+    spacy_ = training.pooled_accuracy(reps)
+    ens_reps, ens_msg = _lofo("ensemble", task, data)
+    ensemble = training.pooled_accuracy(ens_reps)
+    msg += ens_msg + f"\npooled accuracy tfidf {tfidf:.3f} spacy {spacy_:.3f} ensemble " \
+                     f"{ensemble:.3f}"
+    print(msg.splitlines()[-1])
+    assert spacy_ >= floor, msg
+    assert tfidf >= spacy_, msg
+    assert tfidf >= ensemble, msg
+
+
+# --------------------------------------------------------------------------- API
+
+
+def test_api_contract_and_load_time():
+    t0 = time.perf_counter()
+    times = text.warm_up()
+    print(f"\ntraining at first use: {times} (warm_up {time.perf_counter() - t0:.2f}s)")
+    preds = text.classify_reasons(["xid 79 gpu3 fell off bus", "psu"])
+    assert [p.label for p in preds] == ["Faulty GPU", "Power Supply"]
+    tb = text.classify_tracebacks(
+        ["Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+         "RuntimeError: CUDA error: an illegal memory access was encountered"])
+    assert tb[0].label == "Software Bug"
+    for p in preds + tb:
+        assert isinstance(p, text.Prediction)
+        assert isinstance(p.confidence, float)
+        assert 0.0 <= p.confidence <= 1.0
+    assert re.fullmatch(r"text\.reason\.tfidf-lr@[0-9a-f]{12}", preds[0].model)
+    assert re.fullmatch(r"text\.traceback\.tfidf-lr@[0-9a-f]{12}", tb[0].model)
+    assert text.load("reason") is text.load("reason")  # trained once per process
+    assert set(text.load("reason").classes) == REASON_LABELS
+    assert text.classify_reasons([]) == []
+    with pytest.raises(TypeError):
+        text.classify_reasons("one string")
+    with pytest.raises(ValueError, match="unknown model kind"):
+        text.load("reason", "bert")
+    # "a few seconds at most" (measured ~2.3 s and ~0.5 s on two cores)
+    assert times["reason"] < 15 and times["traceback"] < 5, times
+
+
+@pytest.mark.parametrize(("sample", "label"), [
+    # written for this test, not from the templates
+    ("GPU 6 dropped off the PCIe bus (Xid 79) twice this week, RMA opened", "Faulty GPU"),
+    ("node lost power feed B, PSU2 AC lost in SEL", "Power Supply"),
+    ("row remap pending on gpu 2 after double bit ecc error", "GPU HBM3 Memory"),
+    ("scheduled BIOS + firmware upgrade, planned window", "Planned Maintenance"),
+    ("nvme1n1 media errors, replace local SSD", "SSD"),
+    ("IB cable to leaf switch flapping, symbol errors on port", "Network Switch/Cable"),
+])
+def test_obvious_new_reasons(sample, label):
+    got = text.classify_reasons([sample])[0]
+    assert got.label == label, got
+    assert got.confidence > 0.5, got
+
+
+def test_determinism_same_predictions_twice(reasons, tracebacks):
+    sample = [ex.text for ex in reasons[::7]]
+    first = text.classify_reasons(sample)
+    assert text.classify_reasons(sample) == first  # cached model, same batch
+    assert [text.classify_reasons([s])[0] for s in sample[:20]] == first[:20]  # batch-free
+    fresh = text.train("reason")  # a second training in the same process
+    assert fresh.model_id == text.load("reason").model_id
+    np.testing.assert_array_equal(fresh.predict_proba(sample),
+                                  text.load("reason").predict_proba(sample))
+    tb = [ex.text for ex in tracebacks]
+    np.testing.assert_array_equal(text.train("traceback").predict_proba(tb),
+                                  text.load("traceback").predict_proba(tb))
+
+
+def test_spacy_training_is_reproducible(reasons):
+    subset = reasons[::5]
+    a = training.fit_textcat(subset, "reason")
+    b = training.fit_textcat(subset, "reason")
+    assert a.nlp.get_pipe("textcat").model.to_bytes() == \
+        b.nlp.get_pipe("textcat").model.to_bytes()
+    sample = [ex.text for ex in reasons[1::50]]
+    np.testing.assert_array_equal(a.predict_proba(sample), b.predict_proba(sample))
+
+
+GARBAGE = ["", "   ", "\n\t", "!!!!????", "asdf qwer zxcv", "lorem ipsum dolor sit amet",
+           "ñØ€𝄞 ☃", "0", "1234567", "x" * 100_000, None]
+
+
+@pytest.mark.parametrize("classify", [text.classify_reasons, text.classify_tracebacks])
+def test_empty_and_garbage_get_low_confidence(classify):
+    preds = classify(GARBAGE)
+    assert len(preds) == len(GARBAGE)
+    for g, p in zip(GARBAGE, preds, strict=True):
+        assert p.confidence <= 0.05, (repr(g)[:40], p)
+    # English with no cluster words: not certain either
+    prose = classify(["the quick brown fox jumps over the lazy dog"])[0]
+    assert prose.confidence < 0.5, prose
+
+
+def test_traceback_without_exception_line_is_discounted():
+    frames = '  File "/opt/conda/lib/python3.11/site-packages/botocore/endpoint.py", ' \
+             'line 377, in _send'
+    p = text.classify_tracebacks([frames])[0]
+    assert p.confidence <= 0.5, p
+    assert text.looks_like_traceback("socket.gaierror: [Errno -2] Name or service not known")
+    assert text.looks_like_traceback("[rank3]: RuntimeError: NCCL error")
+    assert not text.looks_like_traceback("update_node: node node0042 reason set to: psu")
+
+
+def test_rank_prefixes_do_not_change_the_answer(tracebacks):
+    tb = next(ex.text for ex in tracebacks if ex.family == "dataloader-s3")
+    prefixed = "\n".join(f"[rank12]: {ln}" for ln in tb.splitlines())
+    a, b = text.classify_tracebacks([tb, prefixed])
+    assert a == b
+
+
+def test_ensemble_and_spacy_kinds_are_usable():
+    for kind in ("spacy-textcat", "ensemble"):
+        p = text.classify_tracebacks(["botocore.exceptions.ReadTimeoutError: Read timeout on "
+                                      "endpoint URL"], kind=kind)[0]
+        assert p.label == "Dependency", p
+        assert p.model.startswith(f"text.traceback.{kind}@"), p
+
+
+def test_thousand_texts_well_under_a_second(reasons, tracebacks):
+    text.warm_up()
+    batch = [ex.text for ex in reasons[:1000]]
+    t0 = time.perf_counter()
+    text.classify_reasons(batch)
+    reason_s = time.perf_counter() - t0
+    tbs = [ex.text for ex in tracebacks if ex.kind == "traceback"]
+    tbs = (tbs * (1000 // len(tbs) + 1))[:1000]
+    t0 = time.perf_counter()
+    text.classify_tracebacks(tbs)
+    tb_s = time.perf_counter() - t0
+    print(f"\n1000 reasons {reason_s:.3f}s, 1000 full tracebacks {tb_s:.3f}s")
+    # measured ~0.1 s and ~0.5 s; bounds leave room for a loaded CI runner
+    assert reason_s < 1.0
+    assert tb_s < 2.5
