@@ -90,8 +90,10 @@ RULES: tuple[Rule, ...] = (
     _r("host.panic", "kernel_panic", "Host Maintenance", "kernel panic", SOFTWARE, 0.75),
     _r("sdc.nonfinite", "nonfinite_loss", "Silent Data Corruption", "non-finite loss",
        HOST, 0.7, r"node|device|rank"),
+    # a shape or size mismatch is a software bug, not corrupted data: only checksums
+    # or replicas that disagree point at silent corruption
     _r("sdc.checksum", "checksum_mismatch", "Silent Data Corruption", "replica mismatch",
-       HOST, 0.8),
+       HOST, 0.8, r"checksum|replica|parameter hash|differs from"),
     _r("sw.segfault", "segfault", "Software Bug", "segfault", SOFTWARE, 0.85),
     _r("sw.cuda_oom", "cuda_error", "Software Bug", "CUDA OOM", SOFTWARE, 0.8,
        r"out of memory"),
