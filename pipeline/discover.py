@@ -28,21 +28,52 @@ def discover(roots: Iterable[Path], exclude: Iterable[Path] = ()) -> Iterator[st
         if os.path.isfile(root_abs):
             found.append(root_abs)
             continue
-        for dirpath, dirnames, filenames in os.walk(root_abs, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames
-                                 if not _inside(os.path.join(dirpath, d), skip))
-            for name in filenames:
-                path = os.path.join(dirpath, name)
-                if _inside(path, skip) or any(path.startswith(s) for s in skip):
+        for dirs, files in _walk(root_abs):
+            dirs[:] = sorted((d for d in dirs if not _inside(d.path, skip)),
+                             key=lambda d: d.name)
+            for entry in files:
+                path = entry.path
+                if skip and (_inside(path, skip) or any(path.startswith(s) for s in skip)):
                     continue
-                if os.path.islink(path):
+                if entry.is_symlink():
                     target = os.path.realpath(path)
                     if not _inside(target, real_roots) or not os.path.isfile(target):
                         continue
-                elif not os.path.isfile(path):
+                elif not _is_file(entry):
                     continue  # sockets, fifos, devices
                 found.append(path)
     for path in sorted(found):
         if path not in seen:
             seen.add(path)
             yield path
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _walk(top: str) -> Iterator[tuple[list[os.DirEntry], list[os.DirEntry]]]:
+    """``os.walk(top, followlinks=False)`` (top-down, unreadable directories skipped),
+    yielding the directory entries themselves: their types come from the directory
+    listing, so a file costs no ``stat`` call of its own. The caller may prune ``dirs``."""
+    stack = [top]
+    while stack:
+        path = stack.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        dirs: list[os.DirEntry] = []
+        files: list[os.DirEntry] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry)
+        yield dirs, files
+        stack.extend(d.path for d in reversed(dirs) if not d.is_symlink())

@@ -1,19 +1,29 @@
-"""One file's bytes to its ``files``, ``events`` and ``rejects`` rows.
+"""Files' bytes to their ``files``, ``events`` and ``rejects`` rows.
 
-This is the unit of work the Beam transforms distribute: pure (bytes and settings in,
-Arrow tables out), so it is tested without a runner and behaves the same on every one.
-Reading the bytes is the caller's job.
+:func:`parse_batch` is the unit of work the Beam transforms distribute: pure (bytes and
+settings in, Arrow tables out), so it is tested without a runner and behaves the same on
+every one. Reading the bytes is the caller's job.
+
+Speed: a real corpus is about a million small files, so nothing is paid per file that
+can be paid per batch. The files of the high-volume sources (job, trainer, kernel) are
+parsed together by their parser's ``parse_many`` (one vectorized pass per batch, see
+:mod:`faultline.pipeline.linebatch`), the rows of all files are gathered column by column
+and each Arrow table is built once per batch. :func:`parse_file` is a batch of one: the
+rows of a file never depend on the other files of its batch (``tests/test_fileparse.py``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import gzip
 import hashlib
 import json
 import re
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import PurePosixPath
 
 import pyarrow as pa
@@ -34,6 +44,11 @@ from faultline.pipeline.sniff import sniff
 from faultline.pipeline.text import decode, split_lines
 from faultline.schemas.tables import EVENTS, FILES, REJECTS
 
+BATCH_PARSERS = {
+    "kernel": kernel.parse_many,
+    "job": joblog.parse_many,
+    "trainer": trainer.parse_many,
+}
 PARSERS = {
     "kernel": kernel.parse,
     "sel": sel.parse,
@@ -45,6 +60,9 @@ PARSERS = {
     "hosts": hosts.parse,
 }
 SNIFF_BYTES = 1 << 16
+# Lines parsed together by one parse_many call: enough to pay polars' fixed cost once
+# for hundreds of small files, few enough to bound a batch's memory.
+MAX_BATCH_LINES = 1 << 15
 _RFC3164_HEAD = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) ",
                            re.M)
 _MONTHS = {m: i + 1 for i, m in enumerate(
@@ -60,9 +78,18 @@ class ParsedFile:
     rejects: pa.Table
 
 
+@functools.lru_cache(maxsize=4096)
+def _dir_parts(directory: str) -> tuple[str, ...]:
+    return PurePosixPath(directory).parts
+
+
 def context_from_path(path: str, tz: str) -> ParseContext:
     """Host and job id from the corpus layout: hosts/<host>/..., jobs/<id>/<host>.log."""
-    parts = PurePosixPath(path).parts
+    head, sep, name = path.rpartition("/")
+    if name and name != ".":  # the directory's parts, then the name (as PurePosixPath)
+        parts = (*_dir_parts(path[:len(head) + len(sep)]), name)
+    else:
+        parts = PurePosixPath(path).parts
     host = job_id = None
     if "jobs" in parts[:-1]:
         i = len(parts) - 1 - parts[::-1].index("jobs")
@@ -127,50 +154,114 @@ def choose_year(month: int, day: int, start_us: int, end_us: int) -> int:
 def parse_file(path: str, data: bytes, settings: IngestSettings,
                mtime: float | None = None) -> ParsedFile:
     """Parse one file's bytes as stored (gzip or not) into Arrow tables."""
+    return parse_batch([(path, data, mtime)], settings)
+
+
+BatchItem = tuple[str, bytes, float | None] | tuple[str, bytes, float | None, str | None]
+
+
+def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedFile:
+    """Parse a batch of files, each ``(path, bytes as stored, mtime)``, into one Arrow
+    table per output table; the rows are exactly those :func:`parse_file` gives for
+    each file alone.
+
+    An optional fourth item overrides the file's ``problem`` (an unreadable file is
+    given as empty bytes and its reason). Files of the high-volume sources (kernel,
+    job, trainer) are parsed together, source by source, by the parser's
+    ``parse_many``: each vectorized pass runs once over the lines of all of them, up to
+    :data:`MAX_BATCH_LINES` lines at a time. ``items`` may be an iterator: files are
+    read as the batch goes, and each one's bytes and lines let go once parsed, so a
+    batch of large files does not stay in memory at once.
+    """
+    files: list[_File] = []
+    results: list[FileParse | None] = []
+    pending: dict[str, list[int]] = {}  # per batched source: files read, not parsed yet
+    pending_lines: dict[str, int] = {}
+
+    def flush(source: str) -> None:
+        chunk = pending.pop(source)
+        pending_lines.pop(source)
+        many = BATCH_PARSERS[source]([(files[j].lines or [], files[j].ctx) for j in chunk])
+        for j, fp in zip(chunk, many, strict=True):
+            results[j] = fp
+            files[j].lines = None
+
+    for item in items:
+        f = _prepare(item, settings)
+        files.append(f)
+        results.append(None)
+        if f.source in BATCH_PARSERS:
+            pending.setdefault(f.source, []).append(len(files) - 1)
+            pending_lines[f.source] = pending_lines.get(f.source, 0) + len(f.lines or ())
+            if pending_lines[f.source] >= MAX_BATCH_LINES:
+                flush(f.source)
+            continue
+        if f.source in PARSERS:
+            results[-1] = PARSERS[f.source](f.text, f.ctx)
+        else:
+            lines = split_lines(f.text)
+            results[-1] = FileParse(lines=len(lines), rejects=[
+                Reject.of(i, "unrecognized file format", ln) for i, ln in enumerate(lines, 1)])
+        f.text = ""
+    for source in list(pending):
+        flush(source)
+    rows = _Rows()
+    for f, fp in zip(files, results, strict=True):
+        assert fp is not None
+        _flag_clock_backwards(fp)
+        rows.add(f, fp)
+    return rows.tables()
+
+
+@dataclass(slots=True)
+class _File:
+    """One file of a batch, read and sniffed, before its parser runs."""
+
+    path: str
+    sha: str
+    nbytes: int
+    compressed: bool
+    problem: str | None
+    source: str
+    ctx: ParseContext
+    text: str  # for the per-file parsers ("" once parsed, or for a batched source)
+    lines: list[str] | None  # for the batched parsers (None once parsed, or for others)
+
+
+def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
+    path, data, mtime = item[0], item[1], item[2]
     sha = hashlib.sha256(data).hexdigest()
     compressed = data[:2] == b"\x1f\x8b"
     problem = None
     raw = data
     if compressed:
         raw, problem = gunzip(data)
+    if len(item) > 3:
+        problem = item[3]
     text = decode(raw)
-    head = split_lines(text[:SNIFF_BYTES])
+    lines = None
+    if len(text) <= SNIFF_BYTES:  # the head is the whole file: split it once
+        head = lines = split_lines(text)
+    else:
+        head = split_lines(text[:SNIFF_BYTES])
     source = sniff(head, path)
     ctx = context_from_path(path, settings.tz)
     if source == "kernel":
         ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
                            syslog_year(text, settings, mtime))
-    if source in PARSERS:
-        fp = PARSERS[source](text, ctx)
-    else:
-        lines = split_lines(text)
-        fp = FileParse(lines=len(lines), rejects=[
-            Reject.of(i, "unrecognized file format", ln) for i, ln in enumerate(lines, 1)])
-    _flag_clock_backwards(fp)
-    files = {
-        "path": path, "sha256": sha, "source": source, "lines": fp.lines,
-        "routine_lines": fp.routine_lines, "event_lines": fp.event_lines,
-        "reject_lines": fp.reject_lines, "duplicate_of": None, "bytes": len(data),
-        "compressed": compressed, "host": ctx.host, "shape": fp.shape,
-        "problem": problem,
-    }
-    return ParsedFile(
-        files=pa.Table.from_pylist([files], schema=FILES.arrow_schema),
-        events=_events_table(fp, path, sha, source),
-        rejects=pa.Table.from_pydict({
-            "path": [path] * len(fp.rejects),
-            "line_no": [r.line_no for r in fp.rejects],
-            "reason": [r.reason for r in fp.rejects],
-            "raw": [r.raw for r in fp.rejects],
-            "sha256": [sha] * len(fp.rejects),
-        }, schema=REJECTS.arrow_schema),
-    )
+    if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
+        return _File(path, sha, len(data), compressed, problem, source, ctx, "",
+                     lines if lines is not None else split_lines(text))
+    return _File(path, sha, len(data), compressed, problem, source, ctx, text, None)
+
+
+_LINE_NO = attrgetter("line_no")
 
 
 def _flag_clock_backwards(fp: FileParse) -> None:
     """A clock that goes backwards by more than a second is kept and flagged."""
     last = None
-    for e in sorted(fp.events, key=lambda e: e.line_no):
+    for e in sorted(fp.events, key=_LINE_NO):
         if e.ts is None or e.ts_quality == "inherited":
             continue
         if last is not None and e.ts < last - 1_000_000:
@@ -183,29 +274,99 @@ def event_id(sha: str, line_no: int, ordinal: int) -> str:
     return f"{sha[:20]}:{line_no}:{ordinal}"
 
 
-def _events_table(fp: FileParse, path: str, sha: str, source: str) -> pa.Table:
-    cols: dict[str, list] = {c: [] for c in EVENTS.column_names}
-    ordinal: dict[int, int] = {}
-    for e in fp.events:
-        n = ordinal.get(e.line_no, 0)
-        ordinal[e.line_no] = n + 1
-        cols["event_id"].append(event_id(sha, e.line_no, n))
-        cols["ts"].append(e.ts)
-        cols["ts_quality"].append(e.ts_quality)
-        cols["host"].append(e.host)
-        cols["source"].append(source)
-        cols["kind"].append(e.kind)
-        cols["xid"].append(e.xid)
-        cols["gpu_index"].append(None)
-        cols["gpu_serial"].append(None)
-        cols["device"].append(e.device)
-        cols["job_id"].append(e.job_id)
-        cols["message"].append(e.message)
-        cols["path"].append(path)
-        cols["line_no"].append(e.line_no)
-        cols["line_end"].append(e.line_end)
-        cols["sha256"].append(sha)
-        cols["rank"].append(e.rank)
-        cols["attrs"].append(json.dumps(e.attrs, sort_keys=True, default=str)
-                             if e.attrs else None)
-    return pa.Table.from_pydict(cols, schema=EVENTS.arrow_schema)
+# json.dumps(attrs, sort_keys=True, default=str) without building an encoder per call:
+# CPython's C encoder, made once (checked against json.dumps; the Python one otherwise).
+_JSON_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+
+
+def _c_encoder() -> Callable[[object, int], list[str]] | None:
+    try:
+        enc = json.encoder.c_make_encoder(None, str, json.encoder.encode_basestring_ascii,
+                                          None, ": ", ", ", True, False, True)
+        probe = {"b": [1.5, None, True], "a": "é\n", "c": {"y": float("nan"), "x": 2}}
+        if "".join(enc(probe, 0)) != json.dumps(probe, sort_keys=True, default=str):
+            return None
+    except (TypeError, AttributeError):  # no C accelerator, or another signature
+        return None
+    return enc
+
+
+_C_ENCODE = _c_encoder()
+
+
+def attrs_json(attrs: dict) -> str | None:
+    """An event's attrs as stored: ``json.dumps(attrs, sort_keys=True, default=str)``."""
+    if not attrs:
+        return None
+    if _C_ENCODE is not None:
+        return "".join(_C_ENCODE(attrs, 0))
+    return _JSON_ENCODER.encode(attrs)
+
+
+class _Rows:
+    """The rows of a batch's three tables, column by column; Arrow tables built once."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, list] = {c: [] for c in FILES.column_names}
+        self.events: dict[str, list] = {c: [] for c in EVENTS.column_names}
+        self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
+
+    def add(self, f: _File, fp: FileParse) -> None:
+        event_lines, reject_lines = fp.event_lines, fp.reject_lines
+        row = {
+            "path": f.path, "sha256": f.sha, "source": f.source, "lines": fp.lines,
+            "routine_lines": fp.lines - event_lines - reject_lines,
+            "event_lines": event_lines, "reject_lines": reject_lines,
+            "duplicate_of": None, "bytes": f.nbytes,
+            "compressed": f.compressed, "host": f.ctx.host, "shape": fp.shape,
+            "problem": f.problem,
+        }
+        for c, values in self.files.items():
+            values.append(row[c])
+        if fp.events:
+            self._add_events(f, fp)
+        if fp.rejects:
+            r = self.rejects
+            n = len(fp.rejects)
+            r["path"].extend([f.path] * n)
+            r["line_no"].extend([x.line_no for x in fp.rejects])
+            r["reason"].extend([x.reason for x in fp.rejects])
+            r["raw"].extend([x.raw for x in fp.rejects])
+            r["sha256"].extend([f.sha] * n)
+
+    def _add_events(self, f: _File, fp: FileParse) -> None:
+        c = self.events
+        events = fp.events
+        n = len(events)
+        prefix = f.sha[:20]
+        ordinal: dict[int, int] = {}
+        ids = []
+        for e in events:
+            k = ordinal.get(e.line_no, 0)
+            ordinal[e.line_no] = k + 1
+            ids.append(f"{prefix}:{e.line_no}:{k}")  # event_id(sha, line_no, k)
+        c["event_id"].extend(ids)
+        c["ts"].extend([e.ts for e in events])
+        c["ts_quality"].extend([e.ts_quality for e in events])
+        c["host"].extend([e.host for e in events])
+        c["source"].extend([f.source] * n)
+        c["kind"].extend([e.kind for e in events])
+        c["xid"].extend([e.xid for e in events])
+        c["gpu_index"].extend([None] * n)
+        c["gpu_serial"].extend([None] * n)
+        c["device"].extend([e.device for e in events])
+        c["job_id"].extend([e.job_id for e in events])
+        c["message"].extend([e.message for e in events])
+        c["path"].extend([f.path] * n)
+        c["line_no"].extend([e.line_no for e in events])
+        c["line_end"].extend([e.line_end for e in events])
+        c["sha256"].extend([f.sha] * n)
+        c["rank"].extend([e.rank for e in events])
+        c["attrs"].extend([attrs_json(e.attrs) for e in events])
+
+    def tables(self) -> ParsedFile:
+        return ParsedFile(
+            files=pa.Table.from_pydict(self.files, schema=FILES.arrow_schema),
+            events=pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema),
+            rejects=pa.Table.from_pydict(self.rejects, schema=REJECTS.arrow_schema),
+        )

@@ -101,10 +101,30 @@ def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...]
             for kind, message, host, line_no, attrs in rows]
 
 
+def _bootstrap_objects(con: duckdb.DuckDBPyConnection) -> list[ParsedEvent]:
+    """The ``nccl_bootstrap`` events the resolver reads, in the order it reads them
+    (host, line, path), without repeats of the (host, address) just before: there is
+    one per rank and attempt, and a repeat right after itself changes no name."""
+    rows = con.execute("""
+        SELECT host, address, line_no FROM (
+            SELECT host, attrs->>'address' AS address, line_no, path,
+                   lag(host) OVER w AS prev_host, lag(attrs->>'address') OVER w AS prev_address,
+                   row_number() OVER w AS n
+            FROM events WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL AND host <> ''
+            WINDOW w AS (ORDER BY host, line_no, path)
+        )
+        WHERE n = 1 OR host IS DISTINCT FROM prev_host OR address IS DISTINCT FROM prev_address
+        ORDER BY host, line_no, path
+    """).fetchall()
+    return [ParsedEvent(line_no, "nccl_bootstrap", "", host=host,
+                        attrs={} if address is None else {"address": address})
+            for host, address, line_no in rows]
+
+
 def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
     """Every host name (FQDN, alias, address) to its canonical name."""
     resolver = hosts_parser.build_resolver(
-        _event_objects(con, ("host_alias", "nccl_bootstrap")))
+        _event_objects(con, ("host_alias",)) + _bootstrap_objects(con))
     known = [r[0] for r in con.execute(
         "SELECT DISTINCT host FROM events WHERE host IS NOT NULL").fetchall()]
     known += [r[0] for r in con.execute(

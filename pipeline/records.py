@@ -94,7 +94,11 @@ class FileParse:
     def event_lines(self) -> int:
         covered: set[int] = set()
         for e in self.events:
-            covered.update(range(e.line_no, (e.line_end or e.line_no) + 1))
+            end = e.line_end or e.line_no
+            if end == e.line_no:
+                covered.add(end)
+            else:
+                covered.update(range(e.line_no, end + 1))
         return len(covered)
 
     @property

@@ -10,6 +10,7 @@ A tie or a weak score falls back to the path hint; nothing matching at all is
 from __future__ import annotations
 
 import re
+from itertools import islice
 from pathlib import PurePosixPath
 
 from faultline.pipeline.parsers import sacct
@@ -47,10 +48,29 @@ _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)jobs/[^/]+/[^/]+$"), "job"),
     (re.compile(r"(?:^|/)(?:kern|dmesg|messages|syslog|kmsg)[^/]*$"), "kernel"),
 )
+# A literal each hint's path contains (checked first: most paths fail it).
+_HINT_NEEDLES: tuple[tuple[str, ...], ...] = (
+    ("sacct",), ("slurmctld",), ("sel",), ("gpu",), ("hosts.csv",), ("train",), ("jobs/",),
+    ("kern", "dmesg", "messages", "syslog", "kmsg"),
+)
+
+
+def _as_posix(path: str) -> str:
+    """``PurePosixPath(path).as_posix()``, without building the path when it would
+    change nothing (no empty, ``.`` or trailing components)."""
+    if path and "//" not in path and "/." not in path and not path.startswith("./") \
+            and not path.endswith("/") and path != ".":
+        return path
+    return PurePosixPath(path).as_posix()
 
 
 def path_hint(path: str) -> str | None:
-    for rx, source in _PATH_HINTS:
+    for (rx, source), needles in zip(_PATH_HINTS, _HINT_NEEDLES, strict=True):
+        for nd in needles:
+            if nd in path:
+                break
+        else:
+            continue
         if rx.search(path):
             return source
     return None
@@ -58,8 +78,8 @@ def path_hint(path: str) -> str | None:
 
 def sniff(lines: list[str], path: str = "") -> str:
     """The source of a file whose first lines are ``lines``."""
-    sample = [ln for ln in lines[: SAMPLE_LINES * 4] if ln.strip()][:SAMPLE_LINES]
-    hint = path_hint(PurePosixPath(path).as_posix())
+    sample = list(islice(filter(str.strip, lines[: SAMPLE_LINES * 4]), SAMPLE_LINES))
+    hint = path_hint(_as_posix(path))
     if not sample:
         return hint or "unknown"
     first = sample[0].lstrip("\ufeff")
@@ -103,4 +123,14 @@ def _confirms(source: str, lines: list[str]) -> bool:
     """The path's hint holds if most of the first lines fit that source's signature."""
     if source in ("sacct", "inventory", "hosts"):
         return False  # header-led: decided by the header checks above
-    return sum(_line_fits(source, ln) for ln in lines) > MIN_SHARE * len(lines)
+    need = MIN_SHARE * len(lines)  # more than this many lines must fit
+    fits, left = 0, len(lines)
+    for ln in lines:  # stop as soon as the outcome is known
+        left -= 1
+        if _line_fits(source, ln):
+            fits += 1
+            if fits > need:
+                return True
+        elif fits + left <= need:
+            return False
+    return fits > need

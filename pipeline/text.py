@@ -21,6 +21,8 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
+    if "\r" not in text:
+        return lines
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 

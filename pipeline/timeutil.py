@@ -9,11 +9,13 @@ database defines them; the caller flags such times ``assumed_tz``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from zoneinfo import ZoneInfo
 
 UTC = dt.UTC
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 _ISO = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
@@ -40,6 +42,15 @@ def local_to_utc_us(naive: dt.datetime, zone: ZoneInfo) -> int:
     return to_us(aware.astimezone(UTC))
 
 
+@functools.lru_cache(maxsize=4096)
+def _days_since_epoch(y: str, mo: str, d: str) -> int | None:
+    """Days from 1970-01-01 to a calendar date (None if there is no such date)."""
+    try:
+        return dt.date(int(y), int(mo), int(d)).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+
+
 def parse_iso(text: str, zone: ZoneInfo) -> tuple[int, bool] | None:
     """Parse an ISO-8601-like time (``T`` or space, ``.`` or ``,`` fraction, ``Z``,
     ``+00:00`` or ``+0000``). Returns (epoch_us, had_zone) or None if not a time."""
@@ -48,16 +59,19 @@ def parse_iso(text: str, zone: ZoneInfo) -> tuple[int, bool] | None:
         return None
     y, mo, d, h, mi, s, frac, tz = m.groups()
     us = int((frac or "0")[:6].ljust(6, "0"))
+    if tz == "Z":  # UTC: no datetime needed (the checks are datetime's own)
+        days = _days_since_epoch(y, mo, d)
+        hour, minute, second = int(h), int(mi), int(s)
+        if days is None or hour > 23 or minute > 59 or second > 59:
+            return None
+        return ((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + us, True
     try:
         naive = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), us)
     except ValueError:
         return None
     if tz is None:
         return local_to_utc_us(naive, zone), False
-    if tz == "Z":
-        offset = dt.timedelta(0)
-    else:
-        sign = -1 if tz[0] == "-" else 1
-        digits = tz[1:].replace(":", "")
-        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    sign = -1 if tz[0] == "-" else 1
+    digits = tz[1:].replace(":", "")
+    offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
     return to_us(naive.replace(tzinfo=dt.timezone(offset))), True

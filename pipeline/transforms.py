@@ -1,8 +1,9 @@
 """The Beam side of ingest: batches of file paths in, Parquet shards out.
 
 Elements are batches of paths and Arrow tables, never single lines: one ``ParseFiles``
-call reads and parses a whole batch of files (each file's lines are filtered vectorized
-inside its parser), so Beam's per-element cost is paid once per batch. The DoFns hold
+call reads and parses a whole batch of files with :func:`parse_batch` (the lines of all
+its files of a source are filtered in one vectorized pass), so Beam's per-element cost,
+polars' per-call cost and Arrow's per-table cost are paid once per batch. The DoFns hold
 only their settings (picklable, no global state) and write nothing but their shards, so
 the same pipeline runs on the DirectRunner, in multi-process mode, and on Flink, Spark
 or Dataflow, where the shard directory is a shared filesystem or bucket path.
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from faultline.pipeline.fileparse import ParsedFile, parse_file
+from faultline.pipeline.fileparse import BatchItem, parse_batch
 from faultline.pipeline.settings import IngestSettings
 
 TABLES = ("files", "events", "rejects")
@@ -46,27 +47,21 @@ class ParseFiles(beam.DoFn):
         self.settings = settings
 
     def process(self, batch: list[str]) -> Iterator[tuple[str, str, pa.Table]]:
-        parsed: list[ParsedFile] = []
-        for path in batch:
-            try:
-                data, mtime = read_bytes(path)
-            except OSError as exc:  # vanished or unreadable since discovery
-                data, mtime = None, None
-                parsed.append(_unreadable(path, exc, self.settings))
-            if data is not None:
-                parsed.append(parse_file(path, data, self.settings, mtime))
+        parsed = parse_batch(_read_all(batch), self.settings)
         key = hashlib.sha256(batch[0].encode("utf-8", "surrogateescape")).hexdigest()[:24]
         for name in TABLES:
-            tables = [getattr(p, name) for p in parsed]
-            yield key, name, pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            yield key, name, getattr(parsed, name)
 
 
-def _unreadable(path: str, exc: OSError, settings: IngestSettings) -> ParsedFile:
-    pf = parse_file(path, b"", settings)
-    files = pf.files.to_pylist()[0]
-    files["problem"] = f"unreadable: {exc.strerror or exc}"
-    return ParsedFile(pa.Table.from_pylist([files], schema=pf.files.schema), pf.events,
-                      pf.rejects)
+def _read_all(paths: list[str]) -> Iterator[BatchItem]:
+    """Each file's bytes, read when the parser asks for them."""
+    for path in paths:
+        try:
+            data, mtime = read_bytes(path)
+        except OSError as exc:  # vanished or unreadable since discovery
+            yield path, b"", None, f"unreadable: {exc.strerror or exc}"
+        else:
+            yield path, data, mtime
 
 
 class WriteShards(beam.DoFn):

@@ -19,6 +19,7 @@ to one canonical host name.
 from __future__ import annotations
 
 import csv
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable
@@ -98,6 +99,7 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
 # --- the resolver ----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of the name; corpora repeat names
 def normalize_name(name: str) -> str:
     """A host name or address as a lookup key: lower case; ``10.1.4.17<51234>`` and
     ``::ffff:10.1.4.17`` become ``10.1.4.17``; ``[fe80::1]`` loses its brackets."""

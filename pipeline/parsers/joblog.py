@@ -7,8 +7,9 @@ Shape (see ``docs/corpus.md``)::
     [rank3]:   File "/train.py", line 10, in <module>         (no stamp: inherits the time above)
 
 Speed: a real corpus holds about a million of these files, nearly all lines routine. The
-lines become one polars Series and a single vectorized ``str.contains`` of
-:data:`CANDIDATE_RE` picks the few lines worth reading; Python runs on those only. A
+lines (with :func:`parse_many`, those of a whole batch of files) become one polars Series
+and a single vectorized ``str.contains`` of :data:`CANDIDATE_RE` picks the few lines
+worth reading; Python runs on those only. A
 candidate without a stamp of its own looks back to the nearest stamped line (each line is
 looked at most once per file), so inherited times never cost a pass over every line.
 
@@ -26,11 +27,13 @@ from __future__ import annotations
 import functools
 import re
 import signal as _signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from faultline.pipeline.linebatch import LineBatch
+from faultline.pipeline.parsers.kernel_messages import literal_needles
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
 from faultline.pipeline.text import split_lines
 from faultline.pipeline.timeutil import parse_iso
@@ -51,6 +54,8 @@ RANK_PREFIX_RE = re.compile(r"^\[(rank|default)(\d+)\]:\s?")
 NCCL_STAMP_RE = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\] ")
 # ``host:pid:tid [cudaDev]`` that opens every NCCL debug line.
 NCCL_PREFIX_RE = re.compile(r"(?:^|\s)([A-Za-z0-9][\w.\-]*):(\d+):(\d+) \[(\d+)\] ")
+# A cheap necessary condition of NCCL_PREFIX_RE (its tail): most lines fail it fast.
+_NCCL_PREFIX_TAIL = re.compile(r":\d+:\d+ \[\d+\] ")
 # ``[Rank 27]``, ``[PG 0 Rank 1]``, ``[PG 0 (default_pg) Rank 1]``, ``[PG ID 2 PG GUID 3 Rank 3]``.
 PG_RANK_RE = re.compile(r"\[(?:PG (?:ID )?(\w+)[^\]]*?)?\bRank (\d+)\]")
 
@@ -180,6 +185,8 @@ def line_info(line: str) -> LineInfo:
     body = content
     rank = rank_key = None
     for _ in range(2):  # ``[default3]:[rank3]:`` may stack
+        if not body.startswith(("[rank", "[default")):  # what RANK_PREFIX_RE opens with
+            break
         rm = RANK_PREFIX_RE.match(body)
         if not rm:
             break
@@ -188,14 +195,14 @@ def line_info(line: str) -> LineInfo:
         rank = int(rm.group(2))
         body = body[rm.end():]
     info = LineInfo(stamp=stamp, content=content, body=body, rank=rank, rank_key=rank_key)
-    sm = NCCL_STAMP_RE.match(body)
+    sm = NCCL_STAMP_RE.match(body) if body[1:2].isdecimal() else None  # ``[2025-...``
     if sm:
         info.nccl_stamp = sm.group(1)
-    nm = NCCL_PREFIX_RE.search(body, 0, 400)
+    nm = NCCL_PREFIX_RE.search(body, 0, 400) if _NCCL_PREFIX_TAIL.search(body, 0, 400) else None
     if nm:
         info.host = nm.group(1)
         info.pid, info.tid, info.cuda_dev = int(nm.group(2)), int(nm.group(3)), int(nm.group(4))
-    if info.rank is None:
+    if info.rank is None and "Rank " in body:
         pm = PG_RANK_RE.search(body)
         if pm:
             info.rank = int(pm.group(2))
@@ -342,7 +349,10 @@ def _attrs_watchdog(body: str, hit: Hit) -> None:
 
 
 def _attrs_progress(body: str, hit: Hit) -> None:
-    if m := _PROGRESS.search(body):
+    # _PROGRESS opens with one of two literals: search from the first of them
+    starts = [i for i in (body.find("detected by watchdog at work"),
+                          body.find("Timeout at NCCL work")) if i >= 0]
+    if starts and (m := _PROGRESS.search(body, min(starts))):
         hit.attrs["what"] = "timeout" if m.group(1).startswith("Timeout") else "exception"
         hit.attrs["work"] = int(m.group(2))
         if m.group(3) is not None:
@@ -458,10 +468,22 @@ _ATTRS: dict[str, Callable[[str, Hit], None]] = {
 }
 
 
+# Each rule with the literals one of which any line it matches contains (None: no such
+# literals): the cheap test that spares most regex searches in :func:`classify`.
+_RULE_CHECKS: tuple[tuple[str, str, re.Pattern[str], tuple[str, ...] | None], ...] = tuple(
+    (rid, kind, rx, literal_needles(rx.pattern)) for rid, kind, rx in RULES)
+
+
 def classify(info: LineInfo, ctx: ParseContext) -> Hit | None:
     """The signal in one line (first matching rule of :data:`RULES`), or None."""
     body = info.body
-    for rule_id, kind, rx in RULES:
+    for rule_id, kind, rx, needles in _RULE_CHECKS:
+        if needles is not None:
+            for nd in needles:
+                if nd in body:
+                    break
+            else:
+                continue
         if rx.search(body):
             hit = Hit(rule_id=rule_id, kind=kind, host=info.host, rank=info.rank,
                       attrs={"rule": rule_id})
@@ -599,6 +621,9 @@ def _joblog_split(line: str) -> tuple[str | None, str]:
 # --- time ---------------------------------------------------------------------------------
 
 
+_ASK = object()
+
+
 class Clock:
     """Times of candidate lines, read in increasing line order.
 
@@ -621,9 +646,11 @@ class Clock:
             return None
         return got[0], ("exact" if got[1] else "assumed_tz")
 
-    def at(self, i: int, own: str | None = None) -> tuple[int | None, str]:
-        """(ts, ts_quality) of line ``i``; ``own`` is a fallback stamp of the line itself."""
-        text = self.stamp(self.lines[i])
+    def at(self, i: int, own: str | None = None, *, stamp: object = _ASK
+           ) -> tuple[int | None, str]:
+        """(ts, ts_quality) of line ``i``; ``own`` is a fallback stamp of the line itself;
+        ``stamp``, when given, is what the stamp function says of line ``i``."""
+        text = self.stamp(self.lines[i]) if stamp is _ASK else stamp
         if text is not None and (got := self._parse(text)) is not None:
             self.pos, self.last = i, got[0]
             return got
@@ -652,18 +679,37 @@ def _collector_stamp(line: str) -> str | None:
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
     """Parse one job log (see the module docstring)."""
-    lines = split_lines(text)
+    return parse_many([(split_lines(text), ctx)])[0]
+
+
+def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+    """Parse many job logs, given as their lines: the candidate selection runs once,
+    vectorized, over the lines of all of them (see :mod:`faultline.pipeline.linebatch`);
+    each file's result is what :func:`parse` gives for it alone."""
+    batch = LineBatch([lines for lines, _ in files])
+    candidates = batch.match_indices(CANDIDATE_RE, SMALL_FILE_LINES)
+    return [parse_lines(lines, ctx, cand)
+            for (lines, ctx), cand in zip(files, candidates, strict=True)]
+
+
+def parse_lines(lines: list[str], ctx: ParseContext,
+                candidates: Iterable[int] | None = None) -> FileParse:
+    """Parse one job log's lines; ``candidates`` are the 0-based indices of the lines
+    matching :data:`CANDIDATE_RE` (computed here when not given)."""
     fp = FileParse(lines=len(lines), shape="collector")
     if not lines:
         return fp
+    if candidates is None:
+        candidates = candidate_indices(lines, CANDIDATE_RE)
     clock = Clock(lines, ctx, _collector_stamp)
     in_traceback: set[int] = set()
     events = fp.events
-    for i in candidate_indices(lines, CANDIDATE_RE):
+    for i in candidates:
         if i in in_traceback:
             continue
         info = line_info(lines[i])
-        ts, quality = clock.at(i, own=info.nccl_stamp)
+        # info.stamp is what _collector_stamp gives (a STAMP_RE match starts with a digit)
+        ts, quality = clock.at(i, own=info.nccl_stamp, stamp=info.stamp)
         if TRACEBACK_OPEN in info.body:
             block = collect_traceback(lines, i, _joblog_split)
             in_traceback.update(set(block.own) - set(block.exc_lines))

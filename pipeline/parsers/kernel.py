@@ -30,13 +30,14 @@ MCE report, ``GPU at PCI`` + ``Board Serial Number``, ``oom-kill:`` summary + ``
 process``, SXid + its ``Severity``/``Data`` lines) when they have the head's shape, host
 and program and a time within one second of it.
 
-Speed: the whole file goes into one polars Series; one ``str.contains`` of the union of
-line shapes finds the rejects and one of :data:`kernel_messages.SELECT_PATTERN` finds
-the candidate lines. Python regexes run on candidates only (and on the few lines an
-event absorbs). Years and boot anchors are computed with vectorized polars passes, and
-only when a candidate needs them. Files under ``_SMALL_FILE`` lines take the same
-steps with Python's re (polars' fixed cost per call dominates there); the tests check
-that both paths give identical results.
+Speed: the whole file (with :func:`parse_many`, every file of a batch) goes into one
+polars Series; one ``str.contains`` of the union of line shapes finds the rejects and
+one of :data:`kernel_messages.SELECT_PATTERN` finds the candidate lines. Python regexes
+run on candidates only (and on the few lines an event absorbs). Years and boot anchors
+are computed with vectorized polars passes, once per batch, and only when a candidate
+needs them. Batches under ``_SMALL_FILE`` lines take the same steps with Python's re
+(polars' fixed cost per call dominates there); the tests check that both paths give
+identical results.
 
 Years (rfc3164): the year of the file's *first* rfc3164 line is ``ctx.year``; without it,
 the year of the first line in the same file that carries one (rfc3339, iso, dmesg_t),
@@ -59,6 +60,7 @@ import datetime as dt
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 from zoneinfo import ZoneInfo
@@ -66,6 +68,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import polars as pl
 
+from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers import kernel_messages as km
 from faultline.pipeline.pci import normalize_pci
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
@@ -265,62 +268,32 @@ def _rx(pattern: str) -> re.Pattern:
     return re.compile(pattern)
 
 
-class _Columns:
-    """Per-line columns of one file as numpy arrays.
+class _Shared:
+    """Per-line columns of a whole batch of files (a :class:`LineBatch` of at least
+    ``_SMALL_FILE`` lines), each computed with polars once, on first use."""
 
-    Large files are computed with polars (one vectorized regex pass per column); small
-    files with the same patterns through Python's re, which is faster below a few
-    thousand lines. Both paths give the same arrays; the logic on them is shared.
-    """
+    def __init__(self, batch: LineBatch) -> None:
+        self.batch = batch
+        self._cache: dict[object, object] = {}
 
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        self.s = pl.Series("line", lines, dtype=pl.String) if len(lines) >= _SMALL_FILE else None
+    def _get(self, key: object, compute):
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = compute()
+        return got
 
     def contains(self, pattern: str) -> np.ndarray:
-        if self.s is not None:
-            return self.s.str.contains(pattern).to_numpy()
-        rx = _rx(pattern)
-        return np.fromiter((rx.search(x) is not None for x in self.lines), bool, len(self.lines))
-
-    def selected(self) -> np.ndarray:
-        """Lines matching kernel_messages.SELECT_PATTERN (small files: needles first)."""
-        if self.s is not None:
-            return self.contains(km.SELECT_PATTERN)
-        rx, needles = _rx(km.SELECT_PATTERN), km.SELECT_NEEDLES
-        return np.fromiter(
-            (any(nd in x for nd in needles) and rx.search(x) is not None for x in self.lines),
-            bool,
-            len(self.lines),
-        )
-
-    def first(self, pattern: str) -> int | None:
-        if self.s is not None:
-            hits = self.s.str.contains(pattern).arg_true()
-            return int(hits[0]) if len(hits) else None
-        rx = _rx(pattern)
-        return next((i for i, x in enumerate(self.lines) if rx.search(x)), None)
+        return self._get(pattern, lambda: self.batch.series.str.contains(pattern).to_numpy())
 
     def months(self) -> np.ndarray:
-        """Month number of rfc3164-shaped lines, 0 elsewhere."""
-        if self.s is not None:
-            return (
-                self.s.str.extract(_RFC3164_MON, 1)
-                .replace_strict(MONTHS, default=0, return_dtype=pl.Int8)
-                .to_numpy()
-            )
-        rx = _rx(_RFC3164_MON)
-        out = np.zeros(len(self.lines), dtype=np.int8)
-        for i, x in enumerate(self.lines):
-            m = rx.search(x)
-            if m:
-                out[i] = MONTHS[m.group(1)]
-        return out
+        return self._get("months", lambda: (
+            self.batch.series.str.extract(_RFC3164_MON, 1)
+            .replace_strict(MONTHS, default=0, return_dtype=pl.Int8)
+            .to_numpy()))
 
     def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(uptime_us or -1, line is kmsg/dmesg text, line is a syslog ``kernel: [secs]``)."""
-        if self.s is not None:
-            g = self.s.str.extract_groups(_REL).struct.unnest()
+        def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            g = self.batch.series.str.extract_groups(_REL).struct.unnest()
             frac = pl.col("df").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
             sfrac = pl.col("sf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
             cols = g.select(
@@ -333,6 +306,77 @@ class _Columns:
                 syslog=pl.col("ss").is_not_null(),
             )
             return cols["rel"].to_numpy(), cols["boot"].to_numpy(), cols["syslog"].to_numpy()
+        return self._get("uptimes", compute)
+
+    def audit_walls(self) -> np.ndarray:
+        def compute() -> np.ndarray:
+            g = self.batch.series.str.extract_groups(_AUDIT).struct.unnest()
+            frac = pl.col("auf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+            return g.select(
+                (pl.col("aus").cast(pl.Int64) * 1_000_000 + frac).fill_null(-1)
+            ).to_series().to_numpy()
+        return self._get("audit", compute)
+
+
+class _Columns:
+    """Per-line columns of one file as numpy arrays.
+
+    Large files, and files parsed in a large batch, get theirs from a :class:`_Shared`
+    (one vectorized polars pass per column over the whole batch); small files compute
+    them with the same patterns through Python's re, which is faster below a few hundred
+    lines. Both paths give the same arrays; the logic on them is shared.
+    """
+
+    def __init__(self, lines: list[str], shared: _Shared | None = None, k: int = 0) -> None:
+        self.lines = lines
+        if shared is None and len(lines) >= _SMALL_FILE:
+            shared = _Shared(LineBatch([lines]))
+        self.shared = shared
+        if shared is not None:
+            self._a, self._b = int(shared.batch.starts[k]), int(shared.batch.starts[k + 1])
+
+    def contains(self, pattern: str) -> np.ndarray:
+        if self.shared is not None:
+            return self.shared.contains(pattern)[self._a:self._b]
+        rx = _rx(pattern)
+        return np.fromiter((rx.search(x) is not None for x in self.lines), bool, len(self.lines))
+
+    def selected(self) -> np.ndarray:
+        """Lines matching kernel_messages.SELECT_PATTERN (small files: needles first)."""
+        if self.shared is not None:
+            return self.contains(km.SELECT_PATTERN)
+        rx, needles = _rx(km.SELECT_PATTERN), km.SELECT_NEEDLES
+        return np.fromiter(
+            (any(nd in x for nd in needles) and rx.search(x) is not None for x in self.lines),
+            bool,
+            len(self.lines),
+        )
+
+    def first(self, pattern: str) -> int | None:
+        if self.shared is not None:
+            hits = np.flatnonzero(self.contains(pattern))
+            return int(hits[0]) if len(hits) else None
+        rx = _rx(pattern)
+        return next((i for i, x in enumerate(self.lines) if rx.search(x)), None)
+
+    def months(self) -> np.ndarray:
+        """Month number of rfc3164-shaped lines, 0 elsewhere."""
+        if self.shared is not None:
+            return self.shared.months()[self._a:self._b]
+        rx = _rx(_RFC3164_MON)
+        out = np.zeros(len(self.lines), dtype=np.int8)
+        for i, x in enumerate(self.lines):
+            m = rx.search(x)
+            if m:
+                out[i] = MONTHS[m.group(1)]
+        return out
+
+    def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(uptime_us or -1, line is kmsg/dmesg text, line is a syslog ``kernel: [secs]``)."""
+        if self.shared is not None:
+            a, b = self._a, self._b
+            rel, boot, syslog = self.shared.uptimes()
+            return rel[a:b], boot[a:b], syslog[a:b]
         n = len(self.lines)
         rel = np.full(n, -1, dtype=np.int64)
         boot = np.zeros(n, dtype=bool)
@@ -353,12 +397,8 @@ class _Columns:
 
     def audit_walls(self) -> np.ndarray:
         """Epoch microseconds of a kernel audit record's ``audit(<epoch>.<ms>:``, or -1."""
-        if self.s is not None:
-            g = self.s.str.extract_groups(_AUDIT).struct.unnest()
-            frac = pl.col("auf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
-            return g.select(
-                (pl.col("aus").cast(pl.Int64) * 1_000_000 + frac).fill_null(-1)
-            ).to_series().to_numpy()
+        if self.shared is not None:
+            return self.shared.audit_walls()[self._a:self._b]
         out = np.full(len(self.lines), -1, dtype=np.int64)
         rx = _rx(_AUDIT)
         for i, x in enumerate(self.lines):
@@ -495,11 +535,28 @@ def _dominant_shape(counts: Counter) -> str | None:
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
     """Parse a kernel log file (any mix of the shapes above) into events and rejects."""
-    lines = split_lines(text)
+    return parse_many([(split_lines(text), ctx)])[0]
+
+
+def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+    """Parse many kernel logs, given as their lines: each vectorized column (shape
+    check, selection, months, boot times) is computed once over the lines of all of
+    them (see :mod:`faultline.pipeline.linebatch`); each file's result is what
+    :func:`parse` gives for it alone."""
+    batch = LineBatch([lines for lines, _ in files])
+    shared = _Shared(batch) if batch.total >= _SMALL_FILE else None
+    return [parse_lines(lines, ctx, _Columns(lines, shared, k))
+            for k, (lines, ctx) in enumerate(files)]
+
+
+def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = None
+                ) -> FileParse:
+    """Parse one kernel log's lines (``cols``: its columns, when parsed in a batch)."""
     n = len(lines)
     if n == 0:
         return FileParse(0)
-    cols = _Columns(lines)
+    if cols is None:
+        cols = _Columns(lines)
     valid = cols.contains(SHAPE_PATTERN)
     selected = cols.selected()
     reject_idx = np.flatnonzero(~valid & ~selected).tolist()

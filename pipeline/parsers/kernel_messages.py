@@ -146,6 +146,27 @@ def required_literal(alternative: str) -> str:
     return max(runs, key=len, default="")
 
 
+def literal_needles(pattern: str) -> tuple[str, ...] | None:
+    """Literals such that every match of ``pattern`` contains at least one of them
+    (case-sensitively), or None when that cannot be said of some alternative."""
+    if "(?i" in pattern or "(?x" in pattern:
+        return None
+    out: list[str] = []
+    for alt in _split_alternatives(pattern):
+        lit = required_literal(alt)
+        if not lit and alt.startswith("(?:"):
+            # a leading group of literal alternatives: ``(?:foo|bar)\s*\d+``
+            end = _group_end(alt, 0)
+            inner = literal_needles(alt[3:end])
+            if inner is not None and alt[end + 1:end + 2] not in ("?", "*", "{"):
+                out.extend(inner)
+                continue
+        if not lit:
+            return None
+        out.append(lit)
+    return tuple(out)
+
+
 @dataclass(slots=True)
 class MessageMatch:
     """What :func:`classify` found in one message (mutable while lines are absorbed)."""

@@ -100,6 +100,8 @@ def read_header(line: str) -> Header:
 
 def looks_like_sacct(first_line: str) -> bool:
     """Whether ``first_line`` is a sacct header this parser can read (for sniffing)."""
+    if "jobid" not in first_line.lower():  # a header has a JobID column (ASCII words)
+        return False
     try:
         read_header(first_line)
     except NotSacct:

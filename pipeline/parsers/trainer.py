@@ -14,9 +14,10 @@ Speed: step lines are most of the file (millions in a long run), and the pipelin
 every one of them (first/last step of an attempt, progress for lost work and effective
 training time), so each gives a ``train_step`` event, but nothing about a step line is
 read in Python: times (with the zone applied and forward-filled), step numbers and losses
-come from vectorized polars expressions over the whole file, and the events are built
-from the resulting columns. Python reads only the few lines the union regex
-:data:`CANDIDATE_RE` selects (errors, checkpoints, non-finite values, mismatches,
+come from vectorized polars expressions over the whole file (with :func:`parse_many`,
+over every file of a batch at once, times carried forward within each file), and the
+events are built from the resulting columns. Python reads only the few lines the union
+regex :data:`CANDIDATE_RE` selects (errors, checkpoints, non-finite values, mismatches,
 tracebacks).
 
 A step line whose loss is NaN/Inf gives both its ``train_step`` (``loss`` None) and a
@@ -26,10 +27,14 @@ A step line whose loss is NaN/Inf gives both its ``train_step`` (``loss`` None) 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 
+import numpy as np
 import polars as pl
 
+from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers.joblog import (
     MESSAGE_LIMIT,
     TRACEBACK_OPEN,
@@ -163,13 +168,17 @@ def _rank_device(msg: str, attrs: dict) -> None:
 # --- vectorized columns --------------------------------------------------------------------------
 
 
-def line_frame(lines: pl.Series, tz: str) -> pl.DataFrame:
+def line_frame(lines: pl.Series, tz: str, file_ids: np.ndarray | None = None
+               ) -> pl.DataFrame:
     """Every column the parser needs, one row per line, in one parallel polars pass.
 
     ``ts`` (epoch us UTC, forward-filled) and its ``quality`` (``assumed_tz`` on a line
     with a time of its own, else ``inherited``, or ``untimed`` before the first time);
     ``step`` and ``loss`` (None unless finite) and ``message`` (the line after its stamp)
     on step lines, else null; ``is_step``; ``cand`` (Python must read the line).
+
+    ``file_ids`` (one per line) says which file each line is from when ``lines`` holds
+    several files: times are then carried forward within a file only.
 
     Wall times are read in ``tz`` with the rules of :mod:`faultline.pipeline.timeutil`:
     the repeated hour resolves to its first occurrence (polars ``earliest``); a time in
@@ -223,11 +232,15 @@ def line_frame(lines: pl.Series, tz: str) -> pl.DataFrame:
         idx = gap.to_list()
         fixed = [local_to_utc_us(v, zone) for v in frame["naive"].gather(idx).to_list()]
         frame = frame.with_columns(frame["ts"].scatter(idx, fixed))
+    ts_filled = pl.col("ts").forward_fill()
+    if file_ids is not None:
+        frame = frame.with_columns(pl.Series("file", file_ids))
+        ts_filled = ts_filled.over("file")
     message = pl.col("line").str.slice(pl.col("stamp_len")).str.strip_chars_start()
     return frame.select(
-        pl.col("ts").forward_fill(),
+        ts_filled.alias("ts"),
         pl.when(pl.col("ts").is_not_null()).then(pl.lit("assumed_tz"))
-        .when(pl.col("ts").forward_fill().is_not_null()).then(pl.lit("inherited"))
+        .when(ts_filled.is_not_null()).then(pl.lit("inherited"))
         .otherwise(pl.lit("untimed")).alias("quality"),
         "step",
         "loss",
@@ -245,31 +258,82 @@ def line_frame(lines: pl.Series, tz: str) -> pl.DataFrame:
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
     """Parse one trainer log (see the module docstring)."""
-    lines = split_lines(text)
+    return parse_many([(split_lines(text), ctx)])[0]
+
+
+def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+    """Parse many trainer logs, given as their lines: :func:`line_frame` runs once over
+    the lines of all files that share a time zone (see
+    :mod:`faultline.pipeline.linebatch`); each file's result is what :func:`parse`
+    gives for it alone."""
+    out: list[FileParse | None] = [None] * len(files)
+    by_tz: dict[str, list[int]] = {}
+    for k, (_, ctx) in enumerate(files):
+        by_tz.setdefault(ctx.tz, []).append(k)
+    for tz, ks in by_tz.items():
+        batch = LineBatch([files[k][0] for k in ks])
+        for k, cols in zip(ks, _batch_columns(batch, tz), strict=True):
+            out[k] = _parse_file(*files[k], cols)
+    return out  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class _FileColumns:
+    """One file's share of the vectorized columns, as Python lists."""
+
+    step_rows: list[int]  # 0-based rows of step lines
+    steps: list
+    losses: list
+    messages: list
+    step_ts: list
+    step_quality: list
+    cand_rows: list[int]  # 0-based rows Python must read
+    cand_ts: list
+    cand_quality: list
+
+
+def _batch_columns(batch: LineBatch, tz: str) -> list[_FileColumns]:
+    n = len(batch.files)
+    if batch.total == 0:
+        return [_FileColumns([], [], [], [], [], [], [], [], []) for _ in range(n)]
+    frame = line_frame(batch.series, tz, batch.file_ids() if n > 1 else None)
+    steps = frame.with_row_index("row").filter("is_step")
+    step_rows = steps["row"].to_numpy().astype(np.int64)
+    cand = frame["cand"].arg_true()
+    cand_rows = cand.to_numpy().astype(np.int64)
+    step_cols = [steps[c].to_list() for c in ("step", "loss", "message", "ts", "quality")]
+    cand_cols = [frame["ts"].gather(cand).to_list(), frame["quality"].gather(cand).to_list()]
+    starts = batch.starts
+    step_cut = np.searchsorted(step_rows, starts).tolist()
+    cand_cut = np.searchsorted(cand_rows, starts).tolist()
+    step_local = batch.split_indices(step_rows)
+    cand_local = batch.split_indices(cand_rows)
+    out = []
+    for k in range(n):
+        a, b = step_cut[k], step_cut[k + 1]
+        c, d = cand_cut[k], cand_cut[k + 1]
+        out.append(_FileColumns(step_local[k], *(col[a:b] for col in step_cols),
+                                cand_local[k], *(col[c:d] for col in cand_cols)))
+    return out
+
+
+def _parse_file(lines: list[str], ctx: ParseContext, cols: _FileColumns) -> FileParse:
     fp = FileParse(lines=len(lines), shape="python_logging")
     if not lines:
         return fp
-    frame = line_frame(pl.Series("line", lines, dtype=pl.String), ctx.tz)
-    steps = frame.with_row_index("row").filter("is_step")
     host, job_id = ctx.host, ctx.job_id
     events = fp.events
     events.extend(
         ParsedEvent(row + 1, "train_step", msg, ts, quality, host, None, None, None,
                     job_id, None, {"step": step, "loss": loss})
         for row, step, loss, msg, ts, quality in zip(
-            steps["row"].to_list(), steps["step"].to_list(), steps["loss"].to_list(),
-            steps["message"].to_list(), steps["ts"].to_list(), steps["quality"].to_list(),
-            strict=True)
+            cols.step_rows, cols.steps, cols.losses, cols.messages, cols.step_ts,
+            cols.step_quality, strict=True)
     )
     n_steps = len(events)
 
-    cand = frame["cand"].arg_true()
-    when = dict(zip(cand.to_list(), zip(frame["ts"].gather(cand).to_list(),
-                                        frame["quality"].gather(cand).to_list(), strict=True),
-                    strict=True))
-
     in_traceback: set[int] = set()
-    for i, (ts, quality) in when.items():
+    for i, ts, quality in zip(cols.cand_rows, cols.cand_ts, cols.cand_quality, strict=True):
         if i in in_traceback:
             continue
         line = lines[i]
