@@ -175,8 +175,9 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     """).fetchall():
         watchdog[iid][host].add(rank)
     texts = _classify_texts(cands)
+    progress = _progress(con, windows)
     out_rows, ev_rows = [], []
-    for iid, cur, nxt in windows:
+    for iid, cur, _nxt in windows:
         failed = cur[3] / 1e6
         hosts = try_expand_hostlist(cur[5] or "")
         d = decide(cands.get(iid, []), watchdog.get(iid, {}), hosts, failed, cur, texts,
@@ -184,7 +185,7 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
         if iid in overrides:
             comp, _note = overrides[iid]
             d.component, d.rule_id, d.confidence = comp, "override", 1.0
-        lost, down = _progress(con, cur, nxt)
+        lost, down = progress.get(iid, (None, None))
         out_rows.append({
             "interruption_id": iid, "run": cur[0], "job_id": cur[1],
             "failed_at": cur[3], "planned": d.component == PLANNED,
@@ -387,23 +388,36 @@ def _refine_memory(d: Decision, cands: list[Candidate]) -> str:
     return d.component
 
 
-def _progress(con, cur: tuple, nxt: tuple) -> tuple[float | None, float | None]:
-    """Work lost since the last checkpoint, and time until the next first step."""
-    job, start, failed = cur[1], cur[2], cur[3]
-    last_ckpt, first_step = con.execute("""
-        SELECT max(epoch_us(ts)) FILTER (WHERE kind = 'checkpoint'),
-               min(epoch_us(ts)) FILTER (WHERE kind = 'train_step')
-        FROM events WHERE job_id = ? AND kind IN ('checkpoint', 'train_step')
-          AND epoch_us(ts) BETWEEN ? AND ?
-    """, [job, start, failed]).fetchall()[0]
-    base = last_ckpt or first_step
-    lost = (failed - base) / 1e6 if base else None
-    next_step = con.execute("""
-        SELECT min(epoch_us(ts)) FROM events WHERE job_id = ? AND kind = 'train_step'
-          AND epoch_us(ts) >= ?
-    """, [nxt[1], nxt[2]]).fetchall()[0][0]
-    down = (next_step - failed) / 1e6 if next_step else None
-    return lost, down
+def _progress(con, windows) -> dict[str, tuple[float | None, float | None]]:
+    """Per interruption: work lost since the attempt's last checkpoint (or first step),
+    and the time until the next attempt's first step. One pass over the steps."""
+    con.execute("CREATE OR REPLACE TEMP TABLE wp (iid VARCHAR, job VARCHAR, started BIGINT,"
+                " failed BIGINT, next_job VARCHAR, next_started BIGINT)")
+    con.executemany("INSERT INTO wp VALUES (?, ?, ?, ?, ?, ?)",
+                    [(iid, cur[1], cur[2], cur[3], nxt[1], nxt[2])
+                     for iid, cur, nxt in windows])
+    rows = con.execute("""
+        WITH s AS (SELECT job_id, kind, epoch_us(ts) AS t FROM events
+                   WHERE kind IN ('checkpoint', 'train_step')),
+        mine AS (
+            SELECT wp.iid, max(s.t) FILTER (WHERE s.kind = 'checkpoint') AS ckpt,
+                   min(s.t) FILTER (WHERE s.kind = 'train_step') AS first_step
+            FROM wp JOIN s ON s.job_id = wp.job AND s.t BETWEEN wp.started AND wp.failed
+            GROUP BY wp.iid),
+        nxt AS (
+            SELECT wp.iid, min(s.t) AS next_step
+            FROM wp JOIN s ON s.job_id = wp.next_job AND s.kind = 'train_step'
+                          AND s.t >= wp.next_started
+            GROUP BY wp.iid)
+        SELECT wp.iid, wp.failed, mine.ckpt, mine.first_step, nxt.next_step
+        FROM wp LEFT JOIN mine USING (iid) LEFT JOIN nxt USING (iid)
+    """).fetchall()
+    out = {}
+    for iid, failed, ckpt, first, next_step in rows:
+        base = ckpt or first
+        out[iid] = ((failed - base) / 1e6 if base else None,
+                    (next_step - failed) / 1e6 if next_step else None)
+    return out
 
 
 def _symptoms_and_history(con) -> None:

@@ -14,10 +14,14 @@ from faultline.schemas import ddl
 from faultline.schemas.tables import COMPONENTS, XID_CATALOG
 from faultline.schemas.taxonomy import Taxonomy, load_taxonomy
 
+MEMORY_LIMIT = "2GB"  # DuckDB spills to disk beyond this: memory must not grow with data
+
 
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a faultline database with its schema and taxonomy."""
-    con = duckdb.connect(str(path), read_only=read_only)
+    con = duckdb.connect(str(path), read_only=read_only,
+                         config={"memory_limit": MEMORY_LIMIT,
+                                 "preserve_insertion_order": False})
     if not read_only:
         ddl.create_all(con)
         load_taxonomy_tables(con, load_taxonomy())
