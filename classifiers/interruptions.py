@@ -32,6 +32,7 @@ from faultline.schemas.taxonomy import PLANNED, UNATTRIBUTED, load_taxonomy
 BEFORE_S = 2400  # how far before the failure a root cause may lie
 AFTER_S = 120  # clock skew allowance after the failure
 DRAIN_AFTER_S = 7200  # drain reasons written after the failure still explain it
+FLAP_S = 60  # a link down followed by link up this soon recovered (NCCL retries cover it)
 NOT_EVIDENCE = ("train_step", "checkpoint", "nccl_bootstrap", "gpu_inventory",
                 "host_alias", "job_record", "boot", "nvidia_driver_load", "gpu_serial")
 SYMPTOMS = ("nccl_watchdog", "nccl_watchdog_progress", "nccl_heartbeat", "nccl_warn",
@@ -253,7 +254,12 @@ def decide(cands: list[Candidate], watchdog: dict[str, set], hosts: list[str],
         return d
     ranked: list[tuple[int, float, Candidate, Rule]] = []
     seen_79: dict[tuple[str | None, str | None], float] = {}
+    ups = [(c.host, c.device, c.ts) for c in cands if c.kind == "ib_link_up"]
     for c in cands:
+        if c.kind == "ib_link_down" and any(
+                h == c.host and dev == c.device and 0 <= t - c.ts <= FLAP_S
+                for h, dev, t in ups):
+            continue  # a link that came back within seconds is a recovered flap
         if c.ts > root_limit and c.kind != "node_drain":
             continue
         if c.kind == "node_drain":

@@ -22,6 +22,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     con = duckdb.connect(str(path), read_only=read_only,
                          config={"memory_limit": MEMORY_LIMIT,
                                  "preserve_insertion_order": False})
+    con.execute("SET enable_progress_bar = false")  # ours is on stderr; theirs in stdout
     if not read_only:
         ddl.create_all(con)
         load_taxonomy_tables(con, load_taxonomy())
