@@ -8,8 +8,10 @@
    patterns that select event lines;
 3. ``faultline ingest`` end to end (parse, normalize, write DuckDB), in Beam's
    multi-process mode on both cores, into a fresh database;
-4. prints lines, files, seconds, lines/s, files/s, peak memory and the ratio, as a
-   Markdown table row for ``bench/RESULTS.md``.
+4. prints lines, files, seconds, lines/s, files/s, peak memory and the ratio against
+   the faster of two floor runs: for the whole command (which also builds the
+   interruptions and classifies their root causes) and for its ingest part alone
+   (parse, normalize, write DuckDB: the time ``ingest`` reports before classifying).
 
 The two runs go one after the other on the same corpus, so the page cache treats them
 alike (the floor runs second as well, to show the warm-cache spread).
@@ -21,6 +23,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -120,10 +123,15 @@ def main() -> None:
     floor2_s, _, _ = floor(paths)
     assert lines == truth["lines"], (lines, truth["lines"])
     n = len(paths)
+    # the summary line's own time covers parse, normalize and write (no root causes)
+    core_s = float(re.search(r" in ([0-9.]+) s", summary)[1])
+    best_floor = min(floor_s, floor2_s)
     row = {
         "preset": args.preset, "files": n, "lines": lines, "selected_by_floor": selected,
         "floor_s": round(floor_s, 1), "floor_again_s": round(floor2_s, 1),
-        "ingest_s": round(ingest_s, 1), "ratio": round(ingest_s / min(floor_s, floor2_s), 2),
+        "ingest_s": round(ingest_s, 1), "ratio": round(ingest_s / best_floor, 2),
+        "ingest_without_root_causes_s": core_s,
+        "ratio_without_root_causes": round(core_s / best_floor, 2),
         "ingest_lines_per_s": round(lines / ingest_s), "ingest_files_per_s": round(n / ingest_s),
         "floor_lines_per_s": round(lines / min(floor_s, floor2_s)),
         "driver_peak_rss_mib": driver_mib, "worker_peak_rss_mib": worker_mib,
