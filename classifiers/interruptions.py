@@ -306,6 +306,8 @@ def decide(cands: list[Candidate], watchdog: dict[str, set], hosts: list[str],
         return Decision(UNATTRIBUTED, None, "none", 1.0)
     if d.root is not None:
         d.evidence[d.root.event_id] = "root"
+        if d.root.kind == "node_drain" and d.culprit_gpu is None:
+            d.culprit_gpu = _gpu_named_in(str(d.root.attrs.get("reason") or d.root.message))
     d.component = _refine_memory(d, cands)
     # text and other signals either agree with the root or contradict it
     for c in drains:
@@ -359,6 +361,14 @@ def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> No
         d.culprit_gpu = int(m.group(1)) if m else None
     if d.component in ("IO Expansion Board",):
         d.culprit_gpu = d.culprit_serial = None
+
+
+def _gpu_named_in(text: str) -> int | None:
+    """The GPU a person's drain reason names (spaCy entity rules), if exactly one."""
+    from faultline.classifiers import entities
+
+    gpus = entities.extract(text).get("gpu", [])
+    return gpus[0] if len(gpus) == 1 else None
 
 
 def _straggler(watchdog: dict[str, set], hosts: list[str]) -> Decision:

@@ -241,3 +241,15 @@ def test_xid_rules_follow_nvidias_catalog(xid, message, attrs, component):
 def test_signal_rules(kind, message, component):
     rule = signals.rule_for(kind, message, None, None)
     assert (rule.component if rule else None) == component
+
+
+@pytest.mark.parametrize(("text", "gpu"), [
+    ("xid74 on gpu 4, drain for swap", 4),
+    ("GPU3 hot, TIM repaste", 3),
+    ("node hung, power cycled", None),
+    ("gpu 1 and gpu 5 flaky", None),  # two GPUs named: no single culprit
+])
+def test_the_gpu_a_drain_reason_names(text, gpu):
+    from faultline.classifiers.interruptions import _gpu_named_in
+
+    assert _gpu_named_in(text) == gpu
