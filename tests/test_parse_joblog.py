@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 
 import pytest
+from accounting import check_accounting, us
 
 from faultline.pipeline.parsers import joblog
-from faultline.pipeline.records import FileParse, ParseContext
+from faultline.pipeline.records import ParseContext
 from faultline.schemas.event_kinds import EVENT_KINDS
 
 CTX = ParseContext(path="jobs/81234/node0007.log", host="node0007", job_id="81234")
-
-
-def us(text: str, tz: str = "UTC") -> int:
-    """Epoch microseconds of an ISO time (zone-less: in ``tz``), computed independently."""
-    t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        from zoneinfo import ZoneInfo
-
-        t = t.replace(tzinfo=ZoneInfo(tz))
-    return round(t.timestamp() * 1_000_000)
-
-
-def check_accounting(fp: FileParse) -> None:
-    covered: set[int] = set()
-    for e in fp.events:
-        assert 1 <= e.line_no <= (e.line_end or e.line_no) <= fp.lines
-        covered.update(range(e.line_no, e.line_end + 1))
-    rejected = {r.line_no for r in fp.rejects}
-    assert all(1 <= n <= fp.lines for n in rejected)
-    assert not covered & rejected, "a line is both an event and a reject"
-    assert fp.lines == fp.routine_lines + fp.event_lines + fp.reject_lines
-    assert fp.routine_lines >= 0
-    for e in fp.events:
-        assert e.kind in EVENT_KINDS
-        assert (e.ts is None) == (e.ts_quality == "untimed")
 
 
 T0 = "2024-07-01T12:00:03.000001Z"

@@ -3,39 +3,17 @@ over the row formats in CORPUS.md and log_signatures.md (public ipmitool fixture
 
 from __future__ import annotations
 
-import datetime as dt
-from zoneinfo import ZoneInfo
-
 import pytest
+from accounting import check_accounting, us
 
 from faultline.pipeline.parsers import inventory, sel
-from faultline.pipeline.records import FileParse, ParseContext
+from faultline.pipeline.records import ParseContext
 from faultline.schemas.event_kinds import EVENT_KINDS
-
-
-def us(text: str, tz: str = "UTC") -> int:
-    t = dt.datetime.fromisoformat(text)
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=ZoneInfo(tz))
-    return round(t.timestamp() * 1_000_000)
 
 
 def ctx(**kw) -> ParseContext:
     return ParseContext(path=kw.pop("path", "hosts/node0042/sel.txt"),
                         host=kw.pop("host", "node0042"), **kw)
-
-
-def check_accounting(fp: FileParse) -> None:
-    covered: set[int] = set()
-    for e in fp.events:
-        assert 1 <= e.line_no <= e.line_end <= fp.lines
-        covered.update(range(e.line_no, e.line_end + 1))
-        assert e.kind in EVENT_KINDS
-        assert (e.ts is None) == (e.ts_quality == "untimed")
-    rejected = {r.line_no for r in fp.rejects}
-    assert all(1 <= n <= fp.lines for n in rejected)
-    assert not covered & rejected
-    assert fp.lines == fp.routine_lines + fp.event_lines + fp.reject_lines
 
 
 # --- SEL ------------------------------------------------------------------------------------

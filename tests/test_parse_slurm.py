@@ -6,9 +6,10 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 import pytest
+from accounting import check_accounting
 
 from faultline.pipeline.parsers import sacct, slurmctld
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.records import ParseContext, ParsedEvent
 from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.tables import ATTEMPTS
 
@@ -20,19 +21,6 @@ def local_us(text: str, tz: str = "UTC") -> int:
     if t.tzinfo is None:
         t = t.replace(tzinfo=ZoneInfo(tz))
     return round(t.timestamp() * 1_000_000)
-
-
-def check_accounting(fp: FileParse) -> None:
-    covered: set[int] = set()
-    for e in fp.events:
-        assert 1 <= e.line_no <= e.line_end <= fp.lines
-        covered.update(range(e.line_no, e.line_end + 1))
-        assert e.kind in EVENT_KINDS
-        assert (e.ts is None) == (e.ts_quality == "untimed")
-    rejected = {r.line_no for r in fp.rejects}
-    assert all(1 <= n <= fp.lines for n in rejected)
-    assert not covered & rejected
-    assert fp.lines == fp.routine_lines + fp.event_lines + fp.reject_lines
 
 
 # --- sacct -----------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import re
 from zoneinfo import ZoneInfo
 
 import pytest
+from accounting import check_accounting as shared_accounting
 
 from faultline.pipeline.parsers import trainer
 from faultline.pipeline.records import FileParse, ParseContext
 from faultline.pipeline.timeutil import local_to_utc_us
-from faultline.schemas.event_kinds import EVENT_KINDS
 
 CTX = ParseContext(path="jobs/81234/train.log", job_id="81234")
 
@@ -22,15 +22,7 @@ def local_us(text: str, tz: str = "UTC") -> int:
 
 
 def check_accounting(fp: FileParse) -> None:
-    covered: set[int] = set()
-    for e in fp.events:
-        assert 1 <= e.line_no <= e.line_end <= fp.lines
-        covered.update(range(e.line_no, e.line_end + 1))
-        assert e.kind in EVENT_KINDS
-        assert (e.ts is None) == (e.ts_quality == "untimed")
-    rejected = {r.line_no for r in fp.rejects}
-    assert not covered & rejected
-    assert fp.lines == fp.routine_lines + fp.event_lines + fp.reject_lines
+    shared_accounting(fp)
     assert [e.line_no for e in fp.events] == sorted(e.line_no for e in fp.events)
 
 

@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from accounting import check_accounting as shared_accounting
 
 from faultline.pipeline.parsers import kernel
 from faultline.pipeline.records import FileParse, ParseContext
 from faultline.pipeline.text import count_lines, decode
-from faultline.schemas.event_kinds import EVENT_KINDS
 
 pytestmark = pytest.mark.shared
 
@@ -67,16 +67,8 @@ def parse(peer: Path, rel: str, **kw) -> FileParse:
 
 
 def check_accounting(fp: FileParse, path: Path) -> None:
-    covered: set[int] = set()
-    for e in fp.events:
-        assert 1 <= e.line_no <= e.line_end <= fp.lines
-        covered.update(range(e.line_no, e.line_end + 1))
-        assert e.kind in EVENT_KINDS
-        assert (e.ts is None) == (e.ts_quality == "untimed")
-    rejected = {r.line_no for r in fp.rejects}
-    assert not covered & rejected
+    shared_accounting(fp)
     assert fp.lines == count_lines(path.read_bytes())
-    assert fp.lines == fp.routine_lines + fp.event_lines + fp.reject_lines
 
 
 def kinds(fp: FileParse) -> Counter:
