@@ -131,19 +131,25 @@ def ingest(
 
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
+    if overrides is not None and not overrides.is_file():
+        err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
+        raise typer.Exit(EXIT_USAGE)
+    _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
+            workers=workers, beam_opts=beam_opt or [])
+
+
+def _ingest(corpus: list[Path], db: Path, **kw) -> None:
+    """Ingest with a progress bar, build the interruptions, print the summary line."""
     from faultline.classifiers import interruptions
     from faultline.pipeline.run import IngestError
     from faultline.pipeline.run import ingest as run_ingest
 
-    if overrides is not None and not overrides.is_file():
-        err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
-        raise typer.Exit(EXIT_USAGE)
+    run, overrides = kw.pop("run", None), kw.pop("overrides", None)
     try:
         with _progress() as bar:
             task = bar.add_task("parsing files", total=None)
             summary = run_ingest(
-                corpus, db, tz=tz, year=year, runner=runner, workers=workers,
-                beam_opts=beam_opt or [],
+                corpus, db, **kw,
                 progress=lambda done, total: bar.update(task, completed=done, total=total))
         with fdb.connect(db) as con:
             summary.interruptions = interruptions.build(con, run=run, overrides=overrides)
@@ -246,9 +252,20 @@ def simulate(
 
 @app.command()
 def demo() -> None:
-    """Ingest the bundled sample corpus into a local DuckDB file and print the
-    breakdown."""
-    _not_yet("demo", 6)
+    """Ingest the bundled sample corpus into ./faultline-demo.duckdb and print the
+    breakdown beside the published Llama 3 table."""
+    from faultline import report as rep
+    from faultline.fixtures import fixtures_dir
+
+    corpus = fixtures_dir() / "sample" / "corpus"
+    db = Path.cwd() / "faultline-demo.duckdb"
+    typer.echo("faultline demo: ingesting the bundled sample corpus into "
+               "./faultline-demo.duckdb")
+    _ingest([corpus], db)
+    with fdb.connect(db, read_only=True) as con:
+        data = rep.breakdown(con, compare="llama3")
+    rep.render_table(data, Console())
+    typer.echo(f"database: {db} (try: faultline explain --db {db.name} <interruption_id>)")
 
 
 class _QuietBeamImports(logging.Filter):

@@ -54,7 +54,6 @@ def test_each_command_has_its_interface_flags(command, flags):
     ("argv", "issue"),
     [
         (["check", "--db", "x.duckdb"], 6),
-        (["demo"], 6),
     ],
 )
 def test_unbuilt_commands_say_so_and_exit_2(argv, issue, tmp_path, monkeypatch):
@@ -80,3 +79,13 @@ def test_bad_usage_exits_2():
     assert runner.invoke(app, ["report"]).exit_code == EXIT_USAGE  # --db missing
     assert runner.invoke(app, ["report", "--db", "x", "--format", "xml"]).exit_code == 2
     assert runner.invoke(app, ["nosuchcommand"]).exit_code == EXIT_USAGE
+
+
+def test_demo_ingests_the_bundled_sample_and_prints_the_breakdown(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["demo"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    out = plain(result.output)
+    assert "ingested 492 files" in out and "26 interruptions" in out
+    assert "Faulty GPU" in out and "Planned Maintenance" in out
+    assert (tmp_path / "faultline-demo.duckdb").is_file()
