@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -220,14 +221,14 @@ def exception_lines(text: str) -> str:
 # --------------------------------------------------------------------------- models
 
 
-class ProbaModel:
+class ProbaModel(ABC):
     """``classes`` and ``predict_proba(texts) -> (n, len(classes))`` probabilities."""
 
     classes: list[str]
 
-    def predict_prepared(self, prepared: Sequence[str]) -> np.ndarray:  # pragma: no cover
+    @abstractmethod
+    def predict_prepared(self, prepared: Sequence[str]) -> np.ndarray:
         """Probabilities for texts already passed through :func:`prepare`."""
-        raise NotImplementedError
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         return self.predict_prepared([prepare(t) for t in texts])
