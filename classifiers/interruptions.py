@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from faultline.classifiers import signals
 from faultline.classifiers.signals import Rule
+from faultline.db import transaction
 from faultline.pipeline.hostlist import try_expand_hostlist
 from faultline.pipeline.parsers.hosts import HostResolver, normalize_name
 from faultline.schemas.tables import INTERRUPTION_EVIDENCE, INTERRUPTIONS
@@ -75,7 +76,16 @@ def interruption_id(run: str, job_id: str, started_us: int) -> str:
 
 def build(con: duckdb.DuckDBPyConnection, run: str | None = None,
           overrides: Path | None = None) -> int:
-    """Rebuild ``interruptions`` and ``interruption_evidence`` (one transaction)."""
+    """Rebuild ``interruptions`` and ``interruption_evidence`` in one transaction."""
+    with transaction(con):
+        return rebuild(con, run, overrides)
+
+
+def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
+            overrides: Path | None = None) -> int:
+    """Replace ``interruptions`` and ``interruption_evidence`` from the events, inside
+    the caller's transaction (ingest loads the shards and rebuilds in one, so a killed
+    run never leaves new events beside old interruptions)."""
     attempts = con.execute("""
         SELECT run, job_id, epoch_us(started_at), epoch_us(ended_at), state, nodelist,
                admin_comment, attempt
@@ -93,16 +103,10 @@ def build(con: duckdb.DuckDBPyConnection, run: str | None = None,
                 continue
             windows.append((interruption_id(name, cur[1], cur[2]), cur, nxt))
     resolver = _resolver(con)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM interruption_evidence")
-        con.execute("DELETE FROM interruptions")
-        if windows:
-            _build(con, windows, resolver, _read_overrides(overrides))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+    con.execute("DELETE FROM interruption_evidence")
+    con.execute("DELETE FROM interruptions")
+    if windows:
+        _build(con, windows, resolver, _read_overrides(overrides))
     return len(windows)
 
 

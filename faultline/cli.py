@@ -126,6 +126,9 @@ def ingest(
     beam_opt: Annotated[list[str] | None, typer.Option(
         "--beam-opt", help="KEY=VALUE passed to Beam's PipelineOptions (repeatable).")]
     = None,
+    shards: Annotated[str | None, typer.Option(
+        help="Where workers write Parquet shards: a path or Beam filesystem URI every "
+        "worker can reach (default: next to --db). See docs/scale-out.md.")] = None,
 ) -> None:
     """Read a corpus of logs into the files, events, rejects and attempts tables.
 
@@ -135,24 +138,20 @@ def ingest(
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
     _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            workers=workers, beam_opts=beam_opt or [])
+            workers=workers, beam_opts=beam_opt or [], shards=shards)
 
 
 def _ingest(corpus: list[Path], db: Path, **kw) -> None:
-    """Ingest with a progress bar, build the interruptions, print the summary line."""
-    from faultline.classifiers import interruptions
+    """Ingest with a progress bar and print the summary line."""
     from faultline.pipeline.run import IngestError
     from faultline.pipeline.run import ingest as run_ingest
 
-    run, overrides = kw.pop("run", None), kw.pop("overrides", None)
     try:
         with _progress() as bar:
             task = bar.add_task("parsing files", total=None)
             summary = run_ingest(
                 corpus, db, **kw,
                 progress=lambda done, total: bar.update(task, completed=done, total=total))
-        with fdb.connect(db) as con:
-            summary.interruptions = interruptions.build(con, run=run, overrides=overrides)
     except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc

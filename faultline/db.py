@@ -6,6 +6,8 @@ DuckDB allows one writing process per file, so every command that writes goes th
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -46,15 +48,27 @@ def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
          x.source, x.notes or None, tax.version)
         for x in sorted(tax.xids.values(), key=lambda e: e.xid)
     ]
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table, rows in ((COMPONENTS, comp_rows), (XID_CATALOG, xid_rows)):
             # Identifiers come from schemas/, never from input; values are parameters.
             name = ddl.quote_ident(table.name)
             marks = ", ".join("?" for _ in table.columns)
             con.execute(f"DELETE FROM {name}")  # noqa: S608
             con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)  # noqa: S608
-        con.execute("COMMIT")
-    except Exception:
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One DuckDB transaction: committed when the block ends, rolled back on any error.
+
+    A process killed inside the block leaves nothing behind either: DuckDB only applies
+    a transaction's write-ahead log once its commit record is written, so the next
+    connection sees the database as it was before the block.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
         con.execute("ROLLBACK")
         raise
+    con.execute("COMMIT")

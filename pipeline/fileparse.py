@@ -205,7 +205,7 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
         f.text = ""
     for source in list(pending):
         flush(source)
-    rows = _Rows()
+    rows = _Rows(settings.fingerprint)
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
         _flag_clock_backwards(fp)
@@ -220,6 +220,7 @@ class _File:
     path: str
     sha: str
     nbytes: int
+    mtime: float | None
     compressed: bool
     problem: str | None
     source: str
@@ -250,9 +251,9 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
         ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
                            syslog_year(text, settings, mtime))
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
-        return _File(path, sha, len(data), compressed, problem, source, ctx, "",
+        return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))
-    return _File(path, sha, len(data), compressed, problem, source, ctx, text, None)
+    return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, text, None)
 
 
 _LINE_NO = attrgetter("line_no")
@@ -306,7 +307,8 @@ def attrs_json(attrs: dict) -> str | None:
 class _Rows:
     """The rows of a batch's three tables, column by column; Arrow tables built once."""
 
-    def __init__(self) -> None:
+    def __init__(self, parsed_with: str) -> None:
+        self.parsed_with = parsed_with
         self.files: dict[str, list] = {c: [] for c in FILES.column_names}
         self.events: dict[str, list] = {c: [] for c in EVENTS.column_names}
         self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
@@ -319,7 +321,7 @@ class _Rows:
             "event_lines": event_lines, "reject_lines": reject_lines,
             "duplicate_of": None, "bytes": f.nbytes,
             "compressed": f.compressed, "host": f.ctx.host, "shape": fp.shape,
-            "problem": f.problem,
+            "problem": f.problem, "mtime": f.mtime, "parsed_with": self.parsed_with,
         }
         for c, values in self.files.items():
             values.append(row[c])

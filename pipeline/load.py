@@ -11,6 +11,7 @@ a killed load followed by a fresh one, gives the same tables.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import duckdb
@@ -30,33 +31,37 @@ def _shards(staging: Path, name: str) -> str | None:
     return str(staging / name / "*.parquet") if files else None
 
 
-def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> None:
-    """Merge the shards under ``staging`` into the database (one transaction)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        _merge(con, staging)
-        _mark_duplicates(con)
-        _resolve_hosts(con)
-        _map_gpus(con)
-        _rebuild_attempts(con)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
+    """Merge the shards under ``staging`` into the database and recompute what derives
+    from the whole corpus, inside the caller's transaction. Returns the number of files
+    added or replaced."""
+    changed = _merge(con, staging)
+    _mark_duplicates(con)
+    _resolve_hosts(con)
+    _map_gpus(con)
+    _rebuild_attempts(con)
+    return changed
 
 
-def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> None:
+def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     pattern = _shards(staging, "files")
     if pattern is None:
-        return
+        return 0
     con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
                 [pattern])
-    # Paths whose content is unchanged keep their rows; the rest are replaced.
+    # Paths whose content and parse settings are unchanged keep their rows (a touched
+    # file only gets its new mtime); the rest are replaced.
     con.execute("""
         CREATE OR REPLACE TEMP TABLE changed AS
         SELECT n.path FROM new_files n
         LEFT JOIN files f ON f.path = n.path AND f.sha256 = n.sha256
+                          AND f.parsed_with = n.parsed_with
         WHERE f.path IS NULL
+    """)
+    con.execute("""
+        UPDATE files SET mtime = n.mtime FROM new_files n
+        WHERE files.path = n.path AND files.mtime IS DISTINCT FROM n.mtime
+          AND files.path NOT IN (SELECT path FROM changed)
     """)
     for t in _TABLES:
         name = quote_ident(t.name)
@@ -68,6 +73,30 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> None:
         # identifiers come from schemas/; the shard path is a parameter
         con.execute(f"INSERT INTO {name} SELECT {cols} FROM read_parquet(?) "  # noqa: S608
                     "WHERE path IN (SELECT path FROM changed)", [shard])
+    return con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
+
+
+def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_with: str
+                    ) -> set[str]:
+    """The paths a re-run need not read again: same size and mtime as when stored, and
+    parsed with the same code and settings. Costs one ``stat`` per known path."""
+    known = {p: (b, m) for p, b, m in con.execute(
+        "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL",
+        [parsed_with]).fetchall()}
+    if not known:
+        return set()
+    same = set()
+    for path in paths:
+        seen = known.get(path)
+        if seen is None:
+            continue
+        try:
+            st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
+        except OSError:
+            continue  # let the parse step record why
+        if (st.st_size, st.st_mtime) == seen:
+            same.add(path)
+    return same
 
 
 def _mark_duplicates(con: duckdb.DuckDBPyConnection) -> None:

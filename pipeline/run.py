@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,17 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import apache_beam as beam
-import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
-from faultline.pipeline.load import load_shards
+from faultline.pipeline.load import load_shards, unchanged_paths
 from faultline.pipeline.parsers import sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import path_hint
+from faultline.pipeline.staging import Staging
 from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
 
@@ -114,61 +113,79 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
 
 
 def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = None,
+           run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
-           batch_size: int = 256, progress: Callable[[int, int], None] | None = None
-           ) -> IngestSummary:
+           shards: str | None = None, batch_size: int = 256,
+           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+    """Read new and changed files into ``db``, then rebuild the interruptions.
+
+    Files already stored with the same size, mtime and parse settings are not read
+    again. The Beam pipeline writes Parquet shards only (under ``shards``, default next
+    to ``db``; see :mod:`faultline.pipeline.staging`); the shards are loaded and the
+    interruptions rebuilt in one DuckDB transaction, so a run killed at any point
+    leaves the database as the last complete run left it (the next run redoes the
+    work), and two runs on one database never interleave (:func:`exclusive`).
+    """
+    from faultline.classifiers import interruptions  # the classifiers load models: lazily
+
     t0 = time.perf_counter()
     for root in corpus:
         if not root.exists():
             raise IngestError(f"{root}: no such file or directory")
     db = db.resolve()
-    staging = db.with_name(db.name + ".staging")
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IngestError(f"{db.parent}: cannot create the database's directory: "
+                          f"{exc.strerror or exc}") from exc
+    staging = Staging.for_db(db, shards)
     with exclusive(db):
-        paths = list(discover(corpus, exclude=[staging, db]))
+        paths = list(discover(corpus, exclude=[staging.local, db]))
         settings = IngestSettings(tz=tz, year=year,
                                   window=None if year else corpus_window(paths, tz))
-        if staging.exists():
-            shutil.rmtree(staging)  # a killed run's leftovers: never loaded
-        staging.mkdir(parents=True)
-        listing = staging / "paths.jsonl"
-        with listing.open("w", encoding="utf-8") as f:
-            for p in paths:
-                f.write(json.dumps(p) + "\n")
-        run_runner, options = beam_options(runner, workers, beam_opts or [])
-        done = _watch(staging, len(paths), progress)
-        try:
-            with beam.Pipeline(runner=run_runner, options=options) as p:
-                _ = (p
-                     | "ReadPaths" >> beam.io.ReadFromText(str(listing))
-                     | "Decode" >> beam.Map(json.loads)
-                     | "ParseCorpus" >> ParseCorpus(settings, str(staging), batch_size))
-        finally:
-            done.set()
+        staging.clear()
         con = fdb.connect(db)
         try:
-            load_shards(con, staging)
+            skip = unchanged_paths(con, paths, settings.fingerprint)
+            todo = [p for p in paths if p not in skip]
+            if todo:
+                _parse(todo, staging, settings, runner, workers, beam_opts or [],
+                       batch_size, progress)
+                staging.fetch()
+            with fdb.transaction(con):
+                changed = load_shards(con, staging.local) if todo else 0
+                n = interruptions.rebuild(con, run=run, overrides=overrides)
             summary = _summary(con, time.perf_counter() - t0)
-            summary.new_files = _count_changed(con)
+            summary.new_files, summary.interruptions = changed, n
         finally:
             con.close()
-        shutil.rmtree(staging)
+        staging.clear()
     return summary
 
 
-def _count_changed(con) -> int:
+def _parse(paths: list[str], staging: Staging, settings: IngestSettings, runner: str,
+           workers: int, beam_opts: list[str], batch_size: int,
+           progress: Callable[[int, int], None] | None) -> None:
+    """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
+    listing = staging.write_listing(paths)
+    run_runner, options = beam_options(runner, workers, beam_opts)
+    done = _watch(staging.local, len(paths), progress)
     try:
-        return con.execute("SELECT count(*) FROM changed").fetchone()[0]
-    except duckdb.CatalogException:  # no shards were loaded: no temp table
-        return 0
+        with beam.Pipeline(runner=run_runner, options=options) as p:
+            _ = (p
+                 | "ReadPaths" >> beam.io.ReadFromText(listing)
+                 | "Decode" >> beam.Map(json.loads)
+                 | "ParseCorpus" >> ParseCorpus(settings, staging.uri, batch_size))
+    finally:
+        done.set()
 
 
 def _summary(con, seconds: float) -> IngestSummary:
-    files, lines = con.execute("SELECT count(*), coalesce(sum(lines), 0) FROM files"
-                               ).fetchone()
-    events = con.execute("SELECT count(*) FROM events").fetchone()[0]
-    rejects = con.execute("SELECT count(*) FROM rejects").fetchone()[0]
-    interruptions = con.execute("SELECT count(*) FROM interruptions").fetchone()[0]
-    return IngestSummary(files, int(lines), events, rejects, interruptions, seconds, 0)
+    (files, lines, events, rejects), = con.execute("""
+        SELECT (SELECT count(*) FROM files), (SELECT coalesce(sum(lines), 0) FROM files),
+               (SELECT count(*) FROM events), (SELECT count(*) FROM rejects)
+    """).fetchall()
+    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None

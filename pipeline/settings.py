@@ -6,8 +6,13 @@ are the facts every worker needs to parse a file the same way.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from zoneinfo import ZoneInfo
+
+from faultline import __version__
 
 
 @dataclass(frozen=True)
@@ -20,3 +25,24 @@ class IngestSettings:
 
     def __post_init__(self) -> None:
         ZoneInfo(self.tz)  # fail early, on the driver, for an unknown zone
+
+    @property
+    def fingerprint(self) -> str:
+        """What a file's rows depend on besides its bytes: the zone, the year, and the
+        parsing code itself. Stored per file (``files.parsed_with``): a re-run skips a
+        file only when its size, mtime and this fingerprint are unchanged, so changing
+        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. The
+        year-inference window is left out on purpose: new sacct dumps move it on every
+        incremental run, and a file already placed keeps its year."""
+        return f"faultline {__version__}+{_code_hash()}; tz={self.tz}; year={self.year or '-'}"
+
+
+@functools.cache
+def _code_hash() -> str:
+    """A short hash of the pipeline package's sources (parsers, sniffing, decoding)."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]

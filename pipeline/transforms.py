@@ -26,8 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from faultline.pipeline.fileparse import BatchItem, parse_batch
 from faultline.pipeline.settings import IngestSettings
-
-TABLES = ("files", "events", "rejects")
+from faultline.pipeline.staging import TABLES
 
 
 def read_bytes(path: str) -> tuple[bytes, float | None]:
@@ -73,9 +72,7 @@ class WriteShards(beam.DoFn):
     def process(self, item: tuple[str, str, pa.Table]) -> Iterator[str]:
         key, name, table = item
         path = FileSystems.join(self.staging, name, f"{key}-n{table.num_rows}.parquet")
-        if "://" not in path:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        with FileSystems.create(path) as f:
+        with FileSystems.create(path) as f:  # local parents are created as needed
             pq.write_table(table, f, compression="zstd")
         yield path
 

@@ -163,6 +163,10 @@ FILES = Table(
                "dmesg_t, iso, kmsg (extension).", nullable=True),
         Column("problem", S, "What went wrong reading the file as a whole, e.g. "
                "'truncated gzip' (extension).", nullable=True),
+        Column("mtime", F64, "Modification time when read, epoch seconds (extension; "
+               "with bytes and parsed_with it lets a re-run skip the file).", nullable=True),
+        Column("parsed_with", S, "faultline version, parser code hash and settings the "
+               "rows were made with (extension)."),
     ),
 )
 
