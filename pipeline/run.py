@@ -172,12 +172,20 @@ def _parse(paths: list[str], staging: Staging, settings: IngestSettings, runner:
     done = _watch(staging.local, len(paths), progress)
     try:
         with beam.Pipeline(runner=run_runner, options=options) as p:
-            _ = (p
-                 | "ReadPaths" >> beam.io.ReadFromText(listing)
-                 | "Decode" >> beam.Map(json.loads)
-                 | "ParseCorpus" >> ParseCorpus(settings, staging.uri, batch_size))
+            build_pipeline(p, listing, settings, staging.uri, batch_size)
     finally:
         done.set()
+
+
+def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, shards: str,
+                   batch_size: int = 256) -> beam.PCollection[str]:
+    """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
+    in it refers to the driver's memory or files except through ``listing`` and
+    ``shards``, which is what lets a cluster runner execute it."""
+    return (p
+            | "ReadPaths" >> beam.io.ReadFromText(listing)
+            | "Decode" >> beam.Map(json.loads)
+            | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
 
 
 def _summary(con, seconds: float) -> IngestSummary:

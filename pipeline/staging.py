@@ -13,6 +13,7 @@ https://beam.apache.org/releases/pydoc/current/apache_beam.io.filesystems.html
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 TABLES = ("files", "events", "rejects")
@@ -47,7 +49,7 @@ class Staging:
             return cls(str(default), default)
         own = "faultline-" + hashlib.sha256(str(db).encode()).hexdigest()[:16]
         if is_remote(shards):
-            return cls(FileSystems.join(shards, own), default)
+            return cls(f"{shards.rstrip('/')}/{own}", default)  # URIs join with "/"
         local = Path(shards).resolve() / own
         return cls(str(local), local)
 
@@ -59,6 +61,9 @@ class Staging:
             found = FileSystems.match([FileSystems.join(self.uri, "**")])[0].metadata_list
             if found:
                 FileSystems.delete([m.path for m in found])
+            # object stores have no directories; filesystems that do keep an empty one
+            with contextlib.suppress(BeamIOError):
+                FileSystems.delete([self.uri])
 
     def write_listing(self, paths: Iterable[str]) -> str:
         """The paths to parse, one JSON string a line, where every worker can read it."""
