@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from faultline.classifiers import signals
+from faultline.classifiers import memo, signals
 from faultline.classifiers.signals import Rule
 from faultline.db import transaction
 from faultline.pipeline.hostlist import try_expand_hostlist
@@ -179,7 +179,7 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
         WHERE e.kind = 'nccl_watchdog'
     """).fetchall():
         watchdog[iid][host].add(rank)
-    texts = _classify_texts(cands)
+    texts = _classify_texts(con, cands)
     progress = _progress(con, windows)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
@@ -215,23 +215,20 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     _symptoms_and_history(con)
 
 
-def _classify_texts(cands: dict[str, list[Candidate]]) -> dict[str, tuple[str, float, str]]:
-    """Drain reasons, admin comments and tracebacks through the learned models."""
+def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candidate]]
+                    ) -> dict[str, tuple[str, float, str]]:
+    """Drain reasons, admin comments and tracebacks through the learned models (or
+    their stored answers, :mod:`faultline.classifiers.memo`)."""
     reasons = {c.event_id: str(c.attrs.get("reason") or c.message) for cs in cands.values()
                for c in cs if c.kind == "node_drain"}
     tracebacks = {c.event_id: c.message for cs in cands.values() for c in cs
                   if c.kind == "traceback"}
     out: dict[str, tuple[str, float, str]] = {}
-    if not reasons and not tracebacks:
-        return out
-    from faultline.classifiers import text
-
-    for ids, fn in ((list(reasons), text.classify_reasons),
-                    (list(tracebacks), text.classify_tracebacks)):
-        if ids:
-            src = reasons if fn is text.classify_reasons else tracebacks
-            for eid, p in zip(ids, fn([src[i] for i in ids]), strict=True):
-                out[eid] = (p.label, p.confidence, p.model)
+    used = {"reason": list(reasons.values()), "traceback": list(tracebacks.values())}
+    for task, texts in (("reason", reasons), ("traceback", tracebacks)):
+        for eid, p in zip(texts, memo.classify(con, task, used[task]), strict=True):
+            out[eid] = (p.label, p.confidence, p.model)
+    memo.retain(con, used)
     return out
 
 

@@ -75,11 +75,13 @@ spreads its probability somewhere:
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 
 import numpy as np
 
@@ -177,9 +179,23 @@ def train(task: str, kind: str = DEFAULT_KIND) -> TextClassifier:
     t0 = time.perf_counter()
     model = training.fit_model(kind, examples, task)
     seconds = time.perf_counter() - t0
-    digest = training.data_hash(examples, *training.model_settings(kind, task))
-    return TextClassifier(task, kind, model, f"text.{task}.{kind}@{digest}",
+    return TextClassifier(task, kind, model, _model_id(task, kind, examples),
                           training.evidence_vocabulary(examples), seconds)
+
+
+def _model_id(task: str, kind: str, examples: Sequence[training.Example]) -> str:
+    """Task, kind and a hash of everything the fitted model depends on: its training
+    data, its settings and the library versions that fit it."""
+    digest = training.data_hash(examples, *training.model_settings(kind, task),
+                                version("scikit-learn"), version("spacy"))
+    return f"text.{task}.{kind}@{digest}"
+
+
+@functools.cache
+def model_id(task: str, kind: str = DEFAULT_KIND) -> str:
+    """The id :func:`train` gives its model, without training it (tens of ms): what
+    lets stored predictions stand in for the model (``text_predictions``)."""
+    return _model_id(task, kind, _examples(task))
 
 
 _CACHE: dict[tuple[str, str], TextClassifier] = {}

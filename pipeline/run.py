@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import apache_beam as beam
@@ -48,11 +48,15 @@ class IngestSummary:
     interruptions: int
     seconds: float
     new_files: int
+    # where the time went: discovering, parsing (Beam), loading, root causes
+    phases: dict[str, float] = field(default_factory=dict)
 
     def line(self) -> str:
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
-                f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s")
+                f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
+                + (f" ({phases})" if phases else ""))
 
 
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
@@ -139,6 +143,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
         raise IngestError(f"{db.parent}: cannot create the database's directory: "
                           f"{exc.strerror or exc}") from exc
     staging = Staging.for_db(db, shards)
+    phases: dict[str, float] = {}
     with exclusive(db):
         paths = list(discover(corpus, exclude=[staging.local, db]))
         settings = IngestSettings(tz=tz, year=year,
@@ -148,15 +153,20 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
         try:
             skip = unchanged_paths(con, paths, settings.fingerprint)
             todo = [p for p in paths if p not in skip]
+            phases["discover"] = time.perf_counter() - t0
             if todo:
                 _parse(todo, staging, settings, runner, workers, beam_opts or [],
                        batch_size, progress)
                 staging.fetch()
+            phases["parse"] = time.perf_counter() - t0 - sum(phases.values())
             with fdb.transaction(con):
                 changed = load_shards(con, staging.local) if todo else 0
+                phases["load"] = time.perf_counter() - t0 - sum(phases.values())
                 n = interruptions.rebuild(con, run=run, overrides=overrides)
+            phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.interruptions = changed, n
+            summary.phases = phases
         finally:
             con.close()
         staging.clear()

@@ -326,9 +326,21 @@ XID_CATALOG = Table(
     ),
 )
 
+TEXT_PREDICTIONS = Table(
+    name="text_predictions",
+    row="free text (drain reason, admin comment, traceback) the text models labelled",
+    key=("model", "text_sha256"),
+    columns=(
+        Column("model", S, "Id of the model: task, kind and a hash of its training data."),
+        Column("text_sha256", S, "SHA-256 of the text as given to the model."),
+        Column("label", S, "Predicted component (or Planned Maintenance)."),
+        Column("confidence", F64, "How far to trust the label.", minimum=0, maximum=1),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG,
+    XID_CATALOG, TEXT_PREDICTIONS,
 )
 
 

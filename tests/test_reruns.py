@@ -121,8 +121,32 @@ def test_a_new_zone_reparses_every_file(full, tmp_path):
 
 # --- killed runs ----------------------------------------------------------------------
 
-def _start(corpus: Path, db: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "faultline", "ingest", str(corpus),
+# Kill points inside the transaction are reached exactly: the child process wraps the
+# step, and SIGKILLs itself right after it (before COMMIT). Nothing in faultline knows.
+_SELF_KILL = """
+import os, signal, sys
+import faultline.classifiers.interruptions as interruptions
+import faultline.pipeline.run as run
+
+def after(module, name):
+    real = getattr(module, name)
+    def step(*args, **kwargs):
+        out = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+    setattr(module, name, step)
+
+{patch}
+from faultline.cli import main
+sys.argv = ["faultline", *sys.argv[1:]]
+main()
+"""
+KILL_AFTER = {"loading": "after(run, 'load_shards')",
+              "classifying": "after(interruptions, 'rebuild')"}
+
+
+def _start(corpus: Path, db: Path, patch: str = "") -> subprocess.Popen:
+    code = _SELF_KILL.format(patch=patch)
+    return subprocess.Popen([sys.executable, "-c", code, "ingest", str(corpus),
                              "--db", str(db)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -148,27 +172,25 @@ def _parsed_files(staging: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", ["parsing", "loading"])
+@pytest.mark.parametrize("phase", ["parsing", "loading", "classifying"])
 def test_a_killed_run_leaves_the_last_state_and_the_next_run_completes(
         full, tmp_path, repo_root, phase):
-    """SIGKILL while the workers parse, or while the shards are loaded and the
-    interruptions rebuilt: the database is as the previous run left it, and running
-    again gives the tables of one clean run."""
+    """SIGKILL while the workers parse, after the shards are loaded, or after the
+    interruptions are rebuilt (both inside the transaction, before COMMIT): the
+    database is as the previous run left it, and running again gives the tables of
+    one clean run."""
     clean_corpus, clean, _, _ = full
     corpus, later = _split_corpus(repo_root, tmp_path)
     db = tmp_path / "killed.duckdb"
     ingest([corpus], db)
     before = snapshot(db)
-    added = _move_back(corpus, later)
+    _move_back(corpus, later)
     staging = db.with_name(db.name + ".staging")
-    proc = _start(corpus, db)
+    proc = _start(corpus, db, KILL_AFTER.get(phase, ""))
     if phase == "parsing":
         _wait_for(lambda: _parsed_files(staging) > 0, proc)
-    else:  # every new file parsed: the loader has the shards
-        _wait_for(lambda: _parsed_files(staging) >= added, proc)
-        time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+        proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=300) == -signal.SIGKILL, proc.communicate()
     assert staging.exists(), "the run finished before it was killed"
     assert snapshot(db) == before
     ingest([corpus], db)
