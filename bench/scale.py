@@ -65,7 +65,8 @@ def _phases(summary: str) -> dict[str, float]:
     inner = re.search(r"\(discover .*\)$", summary)
     if not inner:
         return {}
-    return {k: float(v) for k, v in re.findall(r"([a-z ]+?) ([0-9.]+) s", inner[0][1:-1])}
+    return {k: float(v) for k, v in (part.rsplit(" ", 2)[:2] for part in
+                                     inner[0][1:-1].split(", "))}
 
 
 def _ingest(roots: list[Path], db: Path, workers: int) -> dict:
