@@ -165,21 +165,29 @@ def report(
     = OutputFormat.table,
     compare: Annotated[Published | None, typer.Option(
         help="Show the published table beside yours.")] = None,
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML "
-                                              "report with charts here.")] = None,
+    html: Annotated[Path | None, typer.Option(
+        help="Also write a self-contained HTML report with charts to this file "
+        "(missing parent directories are created).", dir_okay=False)] = None,
     run: Annotated[str | None, typer.Option(help="Run to report (default: the one with "
                                             "the most interruptions).")] = None,
 ) -> None:
-    """Print the root-cause breakdown (Table 5 for your cluster)."""
+    """Print the root-cause breakdown (Table 5 for your cluster); with --html, also
+    write the charts page (its path is printed on stderr, so stdout stays the report)."""
     from faultline import report as rep
 
-    if html is not None:
-        _not_yet("report --html", 6)
     con = _open_read(db)
     try:
         data = rep.breakdown(con, run=run, compare=compare.value if compare else None)
+        if html is not None:
+            from faultline.html_report import write_html
+
+            written = write_html(con, data["run"], html)
+            err.print(f"wrote HTML report: {written}")
     except rep.ReportError as exc:
         err.print(f"[bold red]faultline report:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    except OSError as exc:  # --html names a directory, or one that cannot be created
+        err.print(f"[bold red]faultline report:[/] --html {html}: {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()

@@ -31,3 +31,18 @@ def shared_dir() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return found
+
+
+@pytest.fixture(scope="session")
+def ingested_sample(tmp_path_factory) -> Path:
+    """The bundled sample ingested once per test session with ``faultline ingest``
+    (~10 s). Tests only read it: copy it first to change anything."""
+    from typer.testing import CliRunner
+
+    from faultline.cli import app
+
+    db = tmp_path_factory.mktemp("ingested-sample") / "sample.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(REPO_ROOT / "fixtures/sample/corpus"),
+                                      "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
