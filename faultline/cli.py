@@ -259,10 +259,11 @@ def simulate(
 
 @app.command()
 def demo() -> None:
-    """Ingest the bundled sample corpus into ./faultline-demo.duckdb and print the
-    breakdown beside the published Llama 3 table."""
+    """Ingest the bundled sample corpus into ./faultline-demo.duckdb, print the
+    breakdown beside the published Llama 3 table and write ./faultline-demo.html."""
     from faultline import report as rep
     from faultline.fixtures import fixtures_dir
+    from faultline.html_report import write_html
 
     corpus = fixtures_dir() / "sample" / "corpus"
     db = Path.cwd() / "faultline-demo.duckdb"
@@ -271,8 +272,10 @@ def demo() -> None:
     _ingest([corpus], db)
     with fdb.connect(db, read_only=True) as con:
         data = rep.breakdown(con, compare="llama3")
+        html = write_html(con, None, Path.cwd() / "faultline-demo.html")
     rep.render_table(data, Console())
     typer.echo(f"database: {db} (try: faultline explain --db {db.name} <interruption_id>)")
+    typer.echo(f"HTML report: {html} (open it in a browser)")
 
 
 class _QuietBeamImports(logging.Filter):

@@ -92,3 +92,11 @@ def test_demo_after_a_plain_install_from_an_empty_directory(wheel_venv, tmp_path
     assert re.search(r"\d+ unexpected \+ \d+ planned = \d+ interruptions", out)
     db = tmp_path / "faultline-demo.duckdb"
     assert db.is_file() and str(db) in out
+    html = tmp_path / "faultline-demo.html"
+    assert f"HTML report: {html}" in out
+    page = html.read_text(encoding="utf-8")
+    assert "<svg" in page or "vega" in page.lower()
+    # nothing is fetched to show it: no external scripts, styles or images
+    assert not re.search(r'<(?:script|link|img)\b[^>]*(?:src|href)="(?:https?:)?//', page)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "faultline-demo.duckdb", "faultline-demo.duckdb.lock", "faultline-demo.html"]
