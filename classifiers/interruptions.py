@@ -113,9 +113,15 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
 def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
     """Addresses (from NCCL bring-up lines and hosts.csv) -> host."""
     r = HostResolver()
-    for host, attrs in con.execute(
-            "SELECT DISTINCT host, attrs FROM events WHERE kind IN "
-            "('nccl_bootstrap', 'host_alias') AND host IS NOT NULL").fetchall():
+    # One bring-up line per rank and attempt: only the distinct (host, address) pairs
+    # are read, so memory does not grow with the number of attempts.
+    for host, attrs in con.execute("""
+            SELECT DISTINCT host, json_object('address', attrs->>'address') FROM events
+            WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL
+            UNION ALL
+            SELECT DISTINCT host, attrs FROM events
+            WHERE kind = 'host_alias' AND host IS NOT NULL
+            ORDER BY 1, 2""").fetchall():
         a = json.loads(attrs) if attrs else {}
         for addr in (a.get("address"), *a.get("addresses", ()), *a.get("aliases", ())):
             if addr:

@@ -16,7 +16,10 @@ from faultline.schemas import ddl
 from faultline.schemas.tables import COMPONENTS, XID_CATALOG
 from faultline.schemas.taxonomy import Taxonomy, load_taxonomy
 
-MEMORY_LIMIT = "2GB"  # DuckDB spills to disk beyond this: memory must not grow with data
+# DuckDB spills to disk beyond this, so memory does not grow with the data. 512 MB
+# keeps ingest's peak flat from 1x to 16x a corpus (bench/RESULTS.md) at no cost in
+# time; with 2 GB the load step's peak grew with the data it merged.
+MEMORY_LIMIT = "512MB"
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:

@@ -139,6 +139,8 @@ def test_the_pipeline_survives_the_runner_api_round_trip(tmp_path):
     again = beam.Pipeline.from_runner_api(proto, p.runner, p._options)
     assert len(again.to_runner_api().components.transforms) == len(
         proto.components.transforms)
+    for unrun in (p, again):  # a pipeline removes its temp directory only when run
+        shutil.rmtree(unrun.local_tempdir, ignore_errors=True)
 
 
 def test_shards_written_through_a_filesystem_uri_load_the_same(tmp_path, repo_root):
