@@ -33,6 +33,7 @@ from faultline.pipeline.sniff import path_hint
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
+from faultline.schemas.ddl import SchemaMismatch
 
 
 class IngestError(Exception):
@@ -149,7 +150,10 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
         settings = IngestSettings(tz=tz, year=year,
                                   window=None if year else corpus_window(paths, tz))
         staging.clear()
-        con = fdb.connect(db)
+        try:
+            con = fdb.connect(db)
+        except SchemaMismatch as exc:
+            raise IngestError(f"{db}: {exc}") from exc
         try:
             skip = unchanged_paths(con, paths, settings.fingerprint)
             todo = [p for p in paths if p not in skip]

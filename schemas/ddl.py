@@ -36,8 +36,32 @@ def all_ddl() -> list[str]:
     return [create_table_sql(t) for t in TABLES] + [create_view_sql(v) for v in VIEWS]
 
 
+class SchemaMismatch(Exception):
+    """The database was written by a faultline with other tables than this one's."""
+
+
+def check_existing(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a database whose existing tables have other columns than the schema:
+    writing into it would fail half-way or mix two versions' rows."""
+    found: dict[str, list[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns() "
+            "WHERE schema_name = 'main' AND database_name = current_database() "
+            "ORDER BY table_name, column_index").fetchall():
+        found.setdefault(table, []).append(column)
+    for t in TABLES:
+        if t.name in found and found[t.name] != t.column_names:
+            missing = sorted(set(t.column_names) - set(found[t.name]))
+            extra = sorted(set(found[t.name]) - set(t.column_names))
+            raise SchemaMismatch(
+                f"table {t.name} was written by another faultline version (missing "
+                f"{missing or 'none'}, unknown {extra or 'none'}); ingest into a new "
+                "database file")
+
+
 def create_all(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table and view (idempotent)."""
+    """Create every table and view (idempotent); refuse a database of another schema."""
+    check_existing(con)
     for stmt in all_ddl():
         con.execute(stmt)
 

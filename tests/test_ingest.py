@@ -200,3 +200,16 @@ def test_a_second_ingest_on_the_same_database_fails_clearly(tmp_path, sample):
     db = tmp_path / "l.duckdb"
     with exclusive(db), pytest.raises(IngestError, match="another faultline ingest"):
         ingest([sample / "corpus" / "slurm"], db)
+
+
+def test_a_database_of_another_schema_is_refused_clearly(tmp_path, sample):
+    """An older faultline's database is not written into: that would fail half-way."""
+    corpus = sample / "corpus" / "slurm"
+    db = tmp_path / "old.duckdb"
+    _ingest_cli(corpus, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("ALTER TABLE files DROP COLUMN parsed_with")
+    r = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(db)])
+    assert r.exit_code == 2
+    assert "written by another faultline version" in r.output
+    assert "parsed_with" in r.output
