@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gzip
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -41,7 +42,7 @@ from mutations import mutated_file, mutated_line, stored, text_of
 
 from faultline.pipeline import fileparse
 from faultline.pipeline.discover import discover
-from faultline.pipeline.fileparse import gunzip, parse_batch, parse_file
+from faultline.pipeline.fileparse import cap_lines, gunzip, parse_batch, parse_file
 from faultline.pipeline.parsers import (
     hosts,
     inventory,
@@ -411,6 +412,30 @@ def test_parse_batch_of_damaged_peer_files(peer_pools, data):
     drawn = data.draw(st.lists(corpus_file(pools), min_size=1, max_size=4))
     items = list({p: (p, d, m) for p, d, m in drawn}.values())
     check_tables(parse_batch(items, IngestSettings()), items)
+
+
+# --- reading bytes: gunzip and the line cap ---------------------------------------------------
+
+@given(content=st.binary(max_size=4096), cut=st.integers(0, 4096), members=st.integers(1, 3))
+# an empty member decompresses to nothing: that is its end, not a truncation
+@example(content=b"", cut=0, members=1)
+def test_gunzip_keeps_a_prefix_of_what_was_written(content, cut, members):
+    packed = b"".join(gzip.compress(content, mtime=0) for _ in range(members))
+    assert gunzip(packed) == (content * members, None)
+    out, problem = gunzip(packed[:cut])
+    assert (content * members).startswith(out)
+    ends = {k * len(packed) // members for k in range(members + 1)}  # between members
+    assert problem == (None if cut >= len(packed) or cut in ends else "truncated gzip")
+
+
+@given(data=st.binary(max_size=2048).map(lambda b: b.replace(b"\r", b"")),
+       limit=st.integers(1, 64))
+def test_cap_lines_cuts_only_long_lines(data, limit):
+    out, cut = cap_lines(data, limit)
+    lines, capped = data.split(b"\n"), out.split(b"\n")
+    assert len(capped) == len(lines)  # same line ends, so the same count
+    assert capped == [ln[:limit] for ln in lines]
+    assert cut == sum(len(ln) > limit for ln in lines)
 
 
 # --- inputs that once broke a parser ---------------------------------------------------------
