@@ -60,7 +60,8 @@ def _expand_bracket(body: str, text: str) -> list[str]:
         if not item:
             raise HostlistError(f"empty range in host list {text!r}")
         lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        # isdecimal, not isdigit: "²" is a digit that int() cannot read
+        if not lo.isdecimal() or (sep and not hi.isdecimal()):
             raise HostlistError(f"bad range {item!r} in host list {text!r}")
         if not sep:
             out.append(lo)

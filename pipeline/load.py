@@ -101,10 +101,12 @@ def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_wit
 
 def _mark_duplicates(con: duckdb.DuckDBPyConnection) -> None:
     """A file with the same bytes as another: the first path keeps the events, the
-    others count their lines as routine and point at it (``duplicate_of``)."""
+    others count their lines as routine and point at it (``duplicate_of``). Files of
+    no bytes are left out: empty files share nothing, and a file that could not be
+    read (vanished, permission denied) is recorded with no bytes though it had some."""
     con.execute("""
         CREATE OR REPLACE TEMP TABLE originals AS
-        SELECT sha256, min(path) AS original FROM files GROUP BY sha256
+        SELECT sha256, min(path) AS original FROM files WHERE bytes > 0 GROUP BY sha256
         HAVING count(*) > 1
     """)
     con.execute("""

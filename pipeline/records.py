@@ -18,6 +18,14 @@ from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.tables import TS_QUALITIES
 
 RAW_LIMIT = 512  # characters of a rejected line kept in rejects.raw
+INT32_MAX = 2**31 - 1  # the rank, xid and gpu_index columns are 32-bit
+
+
+def rank_of(digits: str) -> int | None:
+    """A training rank as written, or None when it cannot be one (wider than the 32-bit
+    ``rank`` column: a damaged line, which must not fail the whole batch's table)."""
+    n = int(digits)
+    return n if 0 <= n <= INT32_MAX else None
 
 
 @dataclass(frozen=True, slots=True)

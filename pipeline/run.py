@@ -104,7 +104,10 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
         parser = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}.get(hint or "")
         if parser is None:
             continue
-        data, _ = read_bytes(path)
+        try:
+            data, _ = read_bytes(path)
+        except OSError:  # vanished or unreadable since discovery: the parse says so
+            continue
         if data[:2] == b"\x1f\x8b":
             data, _ = gunzip(data)
         fp = parser(decode(data), ParseContext(path=path, tz=tz))

@@ -17,6 +17,10 @@ UTC = dt.UTC
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
+TS_MIN_US = 946_684_800_000_000  # 2000-01-01T00:00:00Z
+TS_MAX_US = 4_102_444_800_000_000  # 2100-01-01T00:00:00Z
+OUT_OF_RANGE = "timestamp out of range"
+
 _ISO = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
     r"\s*(Z|[+-]\d{2}:?\d{2})?$"
@@ -29,6 +33,11 @@ def to_us(t: dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def in_range(us: int) -> bool:
+    """Whether epoch microseconds ``us`` is a plausible log time (see module docstring)."""
+    return TS_MIN_US <= us < TS_MAX_US
+
+
 def from_us(us: int) -> dt.datetime:
     """Epoch microseconds to an aware UTC datetime."""
     return _EPOCH + dt.timedelta(microseconds=us)
@@ -39,7 +48,10 @@ def local_to_utc_us(naive: dt.datetime, zone: ZoneInfo) -> int:
     aware = naive.replace(tzinfo=zone, fold=0)
     # A wall time in a DST gap does not exist; round-tripping through UTC moves it
     # forward by the gap, which is what a clock that jumped would have shown.
-    return to_us(aware.astimezone(UTC))
+    try:
+        return to_us(aware.astimezone(UTC))
+    except OverflowError as exc:  # 9999-12-31 west of UTC, 0001-01-01 east of it
+        raise ValueError(f"{naive} in {zone} is outside the datetime range") from exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -69,9 +81,12 @@ def parse_iso(text: str, zone: ZoneInfo) -> tuple[int, bool] | None:
         naive = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), us)
     except ValueError:
         return None
-    if tz is None:
-        return local_to_utc_us(naive, zone), False
-    sign = -1 if tz[0] == "-" else 1
-    digits = tz[1:].replace(":", "")
-    offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return to_us(naive.replace(tzinfo=dt.timezone(offset))), True
+    try:
+        if tz is None:
+            return local_to_utc_us(naive, zone), False
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        offset = sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        return to_us(naive.replace(tzinfo=dt.timezone(offset))), True
+    except ValueError:  # an offset of 24 h or more, or a time outside datetime's range
+        return None

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,3 +47,17 @@ def ingested_sample(tmp_path_factory) -> Path:
                                       "--db", str(db)])
     assert result.exit_code == 0, result.output
     return db
+
+
+# Hypothesis profiles (https://hypothesis.readthedocs.io/en/latest/settings.html#settings-profiles):
+# "ci", the default, is derandomized (the same examples on every run, so a red CI is
+# reproducible from its log) and sized so the whole property suite stays well under a
+# minute; "dev" (HYPOTHESIS_PROFILE=dev) hunts longer, with random seeds and the
+# example database.
+settings.register_profile(
+    "ci", max_examples=25, derandomize=True, deadline=None, database=None,
+    print_blob=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "dev", max_examples=400, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 
 from faultline.pipeline.pci import normalize_pci
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
+from faultline.pipeline.records import INT32_MAX, FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
 
 # Header names (nvidia-smi --query-gpu and --query-compute-apps spellings) -> field.
@@ -66,7 +66,10 @@ def parse_row(
     got = {name: _value(cells[pos]) for name, pos in cols.items()}
     pci = normalize_pci(got.get("pci"))
     index = got.get("index")
-    if pci is None or (index is not None and not index.isdigit()):
+    # isdecimal, not isdigit ("²" is a digit int() cannot read); the index goes to the
+    # 32-bit gpu_index column
+    if pci is None or (index is not None and not (index.isdecimal()
+                                                  and int(index) <= INT32_MAX)):
         return Reject.of(line_no, "bad inventory row", raw)
     attrs = {
         "index": int(index) if index is not None else None,

@@ -34,9 +34,9 @@ import polars as pl
 
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers.kernel_messages import literal_needles
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, rank_of
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import parse_iso
+from faultline.pipeline.timeutil import in_range, parse_iso
 
 MESSAGE_LIMIT = 4096  # characters of an event's message kept
 TRACEBACK_MAX_LINES = 5000  # a traceback longer than this is cut (and flagged)
@@ -192,7 +192,7 @@ def line_info(line: str) -> LineInfo:
             break
         if rank_key is None:
             rank_key = rm.group(1) + rm.group(2)
-        rank = int(rm.group(2))
+        rank = rank_of(rm.group(2))
         body = body[rm.end():]
     info = LineInfo(stamp=stamp, content=content, body=body, rank=rank, rank_key=rank_key)
     sm = NCCL_STAMP_RE.match(body) if body[1:2].isdecimal() else None  # ``[2025-...``
@@ -205,7 +205,7 @@ def line_info(line: str) -> LineInfo:
     if info.rank is None and "Rank " in body:
         pm = PG_RANK_RE.search(body)
         if pm:
-            info.rank = int(pm.group(2))
+            info.rank = rank_of(pm.group(2))
     return info
 
 
@@ -282,7 +282,7 @@ def _signal_name(exitcode: int) -> str | None:
 
 
 def _int(s: str | None) -> int | None:
-    return int(s) if s is not None and s.lstrip("-").isdigit() else None
+    return int(s) if s is not None and s.lstrip("-").isdecimal() else None
 
 
 @dataclass(slots=True)
@@ -376,7 +376,7 @@ def _attrs_cancelled(body: str, hit: Hit, ctx: ParseContext) -> None:
         if m.group(3):
             hit.host = m.group(3)
         when = parse_iso(m.group(4), ctx.zone)
-        hit.attrs["cancelled_at"] = when[0] if when else None
+        hit.attrs["cancelled_at"] = when[0] if when and in_range(when[0]) else None
         hit.attrs["due_to"] = m.group(5)
     elif m := _NODE_FAILURE.search(body):
         hit.host = m.group(1)
@@ -641,8 +641,10 @@ class Clock:
         self.last: int | None = None
 
     def _parse(self, text: str) -> tuple[int, str] | None:
+        """A stamp's time; None if unreadable or out of range (a broken clock's stamp
+        is no better than none: the line inherits, like an unstamped one)."""
         got = parse_iso(text, self.zone)
-        if got is None:
+        if got is None or not in_range(got[0]):
             return None
         return got[0], ("exact" if got[1] else "assumed_tz")
 
@@ -734,7 +736,7 @@ def _summary_context(lines: list[str], i: int, hit: Hit) -> None:
     for j in range(i - 1, max(-1, i - 6), -1):
         body = line_info(lines[j]).body
         if hit.rank is None and (m := _SUMMARY_RANK.match(body)):
-            hit.rank = int(m.group(1))
+            hit.rank = rank_of(m.group(1))
             if m.group(2):
                 hit.attrs["local_rank"] = int(m.group(2))
         elif hit.host is None and (m := _SUMMARY_HOST.match(body)):

@@ -73,7 +73,7 @@ from faultline.pipeline.parsers import kernel_messages as km
 from faultline.pipeline.pci import normalize_pci
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import local_to_utc_us, parse_iso
+from faultline.pipeline.timeutil import OUT_OF_RANGE, in_range, local_to_utc_us, parse_iso
 
 MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
@@ -131,17 +131,23 @@ _KMSG_DEVICE = re.compile(r"^ DEVICE=\+pci:(\S+)")
 # Vectorized helpers (only run when a candidate needs them).
 _RFC3164_MON = rf"^({_MON}) [ 0-3]?\d {_HMS}(?:\.\d+)? [^ ]"
 _DATED = rf"^{_DEC}{_DATE}T{_HMS}|^{_DEC}\[{_WDAY} {_MON} +\d{{1,2}} {_HMS} \d{{4}}\]"
+# ASCII digits ([0-9], not \d) in the groups that are cast to integers: Rust's \d is
+# Unicode-aware like Python's, but only Python's int() reads "٣" as 3; polars' cast
+# fails on it.
 _REL = (
-    rf"^{_DEC}(?:<\d+>)?\[ *(?P<ds>\d+)\.(?P<df>\d+)\]"
-    r"|^\d+,\d+,(?P<ku>\d+),[^;]*;"
+    rf"^{_DEC}(?:<\d+>)?\[ *(?P<ds>[0-9]+)\.(?P<df>[0-9]+)\]"
+    r"|^\d+,\d+,(?P<ku>[0-9]+),[^;]*;"
     rf"|^(?:{_MON} [ 0-3]?\d {_HMS}(?:\.\d+)?|{_DATE}T[^ ]+) [^ ]+ kernel: "
-    r"\[ *(?P<ss>\d+)\.(?P<sf>\d+)\]"
+    r"\[ *(?P<ss>[0-9]+)\.(?P<sf>[0-9]+)\]"
 )
-_AUDIT = r"audit\((?P<aus>\d{9,11})\.(?P<auf>\d{1,6}):"
+_AUDIT = r"audit\((?P<aus>[0-9]{9,11})\.(?P<auf>[0-9]{1,6}):"
 _ANCHORS_PER_BOOT = 16
 _NEW_BOOT_DROP_US = 1_000_000
 _INHERIT_LOOKBACK = 1000
 _SAMPLE_LINES = 200
+# Digits of the seconds of an uptime stamp: 10 is 317 years. Longer stamps are
+# garbage, read as no uptime by every path (they would overflow int64 otherwise).
+_UPTIME_DIGITS = 10
 
 
 @dataclass(slots=True)
@@ -221,6 +227,8 @@ def parse_line(
             kl = KernelLine(name, msg, host=g["host"], program=program, uptime_us=uptime)
         if got is None:
             kl.error = "bad timestamp"
+        elif not in_range(got[0]):
+            kl.error = OUT_OF_RANGE
         else:
             kl.ts, kl.ts_quality = got[0], ("exact" if got[1] else "assumed_tz")
         return kl
@@ -236,28 +244,54 @@ def parse_line(
             return kl
         if y is not None:
             try:
-                kl.ts = _wall(y, mon, day, g["hms"], _frac_us(g["frac"]), zone)
-                kl.ts_quality = "inferred_year"
+                ts = _wall(y, mon, day, g["hms"], _frac_us(g["frac"]), zone)
             except ValueError:  # Feb 29 in an inferred non-leap year, second 60
-                kl.ts = None
+                ts = None
+            # an inferred year outside the plausible range is no year at all: the line
+            # itself is fine, so it stays untimed rather than rejected
+            if ts is not None and in_range(ts):
+                kl.ts, kl.ts_quality = ts, "inferred_year"
         return kl
     if name == "dmesg_t":
         kl = KernelLine(name, g["msg"] or "")
         try:
-            kl.ts = _wall(int(g["year"]), MONTHS[g["mon"]], int(g["day"]), g["hms"], 0, zone)
-            kl.ts_quality = "assumed_tz"
+            ts = _wall(int(g["year"]), MONTHS[g["mon"]], int(g["day"]), g["hms"], 0, zone)
         except ValueError:
             kl.error = "bad timestamp"
+            return kl
+        if in_range(ts):
+            kl.ts, kl.ts_quality = ts, "assumed_tz"
+        else:
+            kl.error = OUT_OF_RANGE
         return kl
     if name == "kmsg":
-        kl = KernelLine(name, g["msg"], uptime_us=int(g["usec"]))
+        kl = KernelLine(name, g["msg"], uptime_us=_uptime_us(g["usec"], None))
     else:  # dmesg
-        kl = KernelLine(
-            name, g["msg"] or "", uptime_us=int(g["sec"]) * 1_000_000 + _frac_us(g["frac"])
-        )
-    if boot_us is not None:
-        kl.ts, kl.ts_quality = boot_us + kl.uptime_us, "boot_relative"
+        kl = KernelLine(name, g["msg"] or "", uptime_us=_uptime_us(g["sec"], g["frac"]))
+    if kl.uptime_us is None:
+        kl.error = OUT_OF_RANGE
+    elif boot_us is not None:
+        _set_boot_relative(kl, boot_us)
     return kl
+
+
+def _uptime_us(whole: str, frac: str | None) -> int | None:
+    """Time since boot in microseconds: ``whole`` seconds and ``frac`` (dmesg), or
+    ``whole`` microseconds (kmsg, ``frac`` None). None for more digits than any uptime
+    has (:data:`_UPTIME_DIGITS`): such a stamp is garbage, and reading it would
+    overflow the 64-bit columns."""
+    if frac is None:
+        return int(whole) if len(whole) <= _UPTIME_DIGITS + 6 else None
+    return int(whole) * 1_000_000 + _frac_us(frac) if len(whole) <= _UPTIME_DIGITS else None
+
+
+def _set_boot_relative(kl: KernelLine, boot_us: int) -> None:
+    """Wall time from the boot anchor; a result outside the plausible range means the
+    anchor came from a broken clock, so the line stays untimed."""
+    assert kl.uptime_us is not None
+    ts = boot_us + kl.uptime_us
+    if in_range(ts):
+        kl.ts, kl.ts_quality = ts, "boot_relative"
 
 
 _SMALL_FILE = 256  # lines; below this Python regexes beat polars' per-call overhead
@@ -294,16 +328,24 @@ class _Shared:
     def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             g = self.batch.series.str.extract_groups(_REL).struct.unnest()
-            frac = pl.col("df").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
-            sfrac = pl.col("sf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+
+            def seconds(whole: str, frac: str) -> pl.Expr:
+                # too many digits: no uptime (as _uptime_us); slice so the cast of the
+                # rows the condition drops cannot overflow either
+                us = pl.col(frac).str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
+                digits = pl.col(whole).str.len_chars() <= _UPTIME_DIGITS
+                return pl.when(digits).then(
+                    pl.col(whole).str.slice(0, _UPTIME_DIGITS).cast(pl.Int64) * 1_000_000
+                    + us)
+
+            usec_ok = pl.col("ku").str.len_chars() <= _UPTIME_DIGITS + 6
+            kmsg = pl.when(usec_ok).then(
+                pl.col("ku").str.slice(0, _UPTIME_DIGITS + 6).cast(pl.Int64))
+            ds, ku, ss = seconds("ds", "df"), kmsg, seconds("ss", "sf")
             cols = g.select(
-                rel=pl.coalesce(
-                    pl.col("ds").cast(pl.Int64) * 1_000_000 + frac,
-                    pl.col("ku").cast(pl.Int64),
-                    pl.col("ss").cast(pl.Int64) * 1_000_000 + sfrac,
-                ).fill_null(-1),
-                boot=pl.col("ds").is_not_null() | pl.col("ku").is_not_null(),
-                syslog=pl.col("ss").is_not_null(),
+                rel=pl.coalesce(ds, ku, ss).fill_null(-1),
+                boot=ds.is_not_null() | ku.is_not_null(),
+                syslog=ss.is_not_null(),
             )
             return cols["rel"].to_numpy(), cols["boot"].to_numpy(), cols["syslog"].to_numpy()
         return self._get("uptimes", compute)
@@ -388,11 +430,13 @@ class _Columns:
                 continue
             ds, df, ku, ss, sf = m.group("ds", "df", "ku", "ss", "sf")
             if ds is not None:
-                rel[i], boot[i] = int(ds) * 1_000_000 + _frac_us(df), True
+                up, flags = _uptime_us(ds, df), boot
             elif ku is not None:
-                rel[i], boot[i] = int(ku), True
+                up, flags = _uptime_us(ku, None), boot
             else:
-                rel[i], syslog[i] = int(ss) * 1_000_000 + _frac_us(sf), True
+                up, flags = _uptime_us(ss, sf), syslog
+            if up is not None:
+                rel[i], flags[i] = up, True
         return rel, boot, syslog
 
     def audit_walls(self) -> np.ndarray:
@@ -493,8 +537,8 @@ class _Clock:
                 kl = parse_line(text, self.ctx, zone=self.zone, year=y)
         elif kl.shape in ("kmsg", "dmesg"):
             boot = self.boot_for(i)
-            if boot is not None:
-                kl.ts, kl.ts_quality = boot + kl.uptime_us, "boot_relative"
+            if boot is not None and kl.error is None:
+                _set_boot_relative(kl, boot)
         return kl
 
     def inherited(self, i: int) -> tuple[int | None, str]:

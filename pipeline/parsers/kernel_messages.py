@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from faultline.pipeline.pci import find_bdf, normalize_pci
+from faultline.pipeline.records import INT32_MAX
 
 # Programs besides the kernel whose syslog lines a rule reads. Kernel text (dmesg
 # shapes, or syslog lines tagged ``kernel``) is read by every rule.
@@ -345,7 +346,7 @@ def _unquote_pid(raw: str | None) -> int | None:
     if raw is None:
         return None
     raw = raw.strip().strip("'\"")
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isdecimal() else None  # not isdigit: int("²") fails
 
 
 def _unknown_none(raw: str | None) -> str | None:
@@ -357,7 +358,12 @@ def _unknown_none(raw: str | None) -> str | None:
 
 def _xid_fields(m: re.Match, mm: MessageMatch) -> None:
     code = int(m.group("code"))
-    mm.xid = code
+    # A code of 0 or one wider than 32 bits is no Xid NVIDIA defines (a damaged line):
+    # still an Xid report, but the code stays as written, not in the xid column.
+    if 1 <= code <= INT32_MAX:  # the xid column: NVIDIA's codes start at 1, 32 bits
+        mm.xid = code
+    else:
+        mm.attrs["code_raw"] = m.group("code")
     mm.device = normalize_pci(m.group("pci"))
     text = (m.group("text") or "").strip()
     attrs = mm.attrs

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from faultline.pipeline.hostlist import HostlistError, expand_hostlist
 from faultline.pipeline.parsers.joblog import cap
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
+from faultline.pipeline.records import INT32_MAX, FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import parse_iso
+from faultline.pipeline.timeutil import in_range, parse_iso
 
 # A job starting more than this after its run's end so far starts a new run.
 RUN_GAP_US = 24 * 3600 * 1_000_000
@@ -146,16 +146,22 @@ def records(lines: list[str], header: Header, start: int,
                 open_lines.append(line)
                 open_count += count
                 if open_count == want:
-                    text = "\n".join(open_lines)
-                    out.append(Record(open_first, i, header.split(text), open_lines))
+                    fields = header.split("\n".join(open_lines))
+                    if len(fields) == len(header.columns):
+                        out.append(Record(open_first, i, fields, open_lines))
+                    else:
+                        reject_open("sacct_field_count")
                     open_lines = []
                 continue
             reject_open("sacct_field_count")
             open_lines = []
         if not line.strip() or line.strip() == header_text:
             continue  # blank, or the header repeated (concatenated dumps): routine
-        if count == want:
-            out.append(Record(i, i, header.split(line), [line]))
+        # --parsable rows end with the delimiter: one that does not has a field too many
+        if count == want and len(fields := header.split(line)) == len(header.columns):
+            out.append(Record(i, i, fields, [line]))
+        elif count == want:
+            rejects.append(Reject.of(i + 1, "sacct_field_count", line))
         elif count < want:
             open_lines, open_first, open_count = [line], i, count
         else:
@@ -193,9 +199,12 @@ def _value(raw: str, column: str) -> str | None:
 
 
 def _time(raw: str | None, ctx: ParseContext) -> tuple[int, bool] | None:
+    """A time field; unreadable or out of range (timeutil.in_range) is missing, like
+    ``Unknown``: the record stays, its attempt just lacks that end."""
     if raw is None:
         return None
-    return parse_iso(raw, ctx.zone)
+    got = parse_iso(raw, ctx.zone)
+    return got if got is not None and in_range(got[0]) else None
 
 
 def normalize_state(raw: str | None) -> tuple[str | None, str | None]:
@@ -227,7 +236,9 @@ class _Job:
 def _node_count(row: dict[str, str | None], nodelist: str | None) -> int | None:
     for col in NODE_COUNT_COLUMNS:
         v = row.get(col)
-        if v is not None and v.strip().isdigit():
+        # isdecimal, not isdigit ("²" is a digit int() cannot read); attempts.nodes is
+        # a 32-bit column
+        if v is not None and v.strip().isdecimal() and int(v) <= INT32_MAX:
             return int(v)
     if nodelist is None:
         return None

@@ -20,7 +20,9 @@ A row is ``id | date | time | sensor | event | direction [| detail]``::
   ``Deasserted`` rows record that a condition cleared; they are routine lines, so a
   fault counts once, when it was raised.
 - The header-less dump has nothing else: blank lines and ``SEL has no entries`` are
-  routine, every other line is a reject (``unrecognized sel line``, ``bad timestamp``).
+  routine, every other line is a reject (``unrecognized sel line``, ``bad timestamp``,
+  ``timestamp out of range`` for a date outside 2000..2099: a BMC clock reset to 1970 or
+  corrupted; see :mod:`faultline.pipeline.timeutil`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import re
 
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import local_to_utc_us, to_us
+from faultline.pipeline.timeutil import OUT_OF_RANGE, in_range, local_to_utc_us, to_us
 
 # IPMI sensor types as ipmitool prints them -> event kind. Types not listed (System
 # Event, OS Boot, Critical Interrupt, Drive Slot / Bay, Watchdog2, ...) are sel_other.
@@ -124,7 +126,10 @@ def parse_time(date: str, time: str, ctx: ParseContext) -> tuple[int | None, str
         return None
     if zone and zone.upper() in _UTC_NAMES:
         return to_us(naive.replace(tzinfo=dt.UTC)), "exact"
-    return local_to_utc_us(naive, ctx.zone), "assumed_tz"
+    try:
+        return local_to_utc_us(naive, ctx.zone), "assumed_tz"
+    except ValueError:  # 12/31/9999 west of UTC: past the end of the calendar
+        return None
 
 
 def parse_row(line: str, line_no: int, ctx: ParseContext) -> ParsedEvent | Reject | None:
@@ -140,6 +145,8 @@ def parse_row(line: str, line_no: int, ctx: ParseContext) -> ParsedEvent | Rejec
     when = parse_time(date, time, ctx)
     if when is None:
         return Reject.of(line_no, "bad timestamp", line)
+    if when[0] is not None and not in_range(when[0]):
+        return Reject.of(line_no, OUT_OF_RANGE, line)
     if direction.lower() == "deasserted":
         return None
     stype, name = sensor_type(sensor)
@@ -152,7 +159,7 @@ def parse_row(line: str, line_no: int, ctx: ParseContext) -> ParsedEvent | Rejec
     }
     if detail:
         attrs["detail"] = detail
-    if date.lower().startswith("pre-init") and time.isdigit():
+    if date.lower().startswith("pre-init") and time.isdecimal():
         attrs["preinit_seconds"] = int(time)
     ts, quality = when
     return ParsedEvent(

@@ -10,10 +10,13 @@ Every line opens with ``[time]`` in one of Slurm's ``LogTimeFormat`` shapes: ``i
 (default, ``2024-07-01T12:00:00.123``), ``iso8601`` (no fraction), ``rfc5424_ms`` /
 ``rfc5424`` / ``rfc3339`` (with an offset: ``exact``). Zone-less times are read in
 ``ctx.tz`` (``assumed_tz``). A line without a readable time is rejected
-(``no_timestamp`` / ``bad_timestamp``); a blank line is routine.
+(``no_timestamp`` / ``bad_timestamp``, or ``timestamp out of range`` outside 2000..2099,
+see :mod:`faultline.pipeline.timeutil`); a blank line is routine.
 
 Messages that name a host list (``Nodes node[0041-0042] not responding``) give one event
-per host, all on the same line. :data:`RULES` is the rule table (id, kind, pattern); the
+per host, all on the same line, up to :data:`MAX_LINE_HOSTS` hosts: a longer list (no
+cluster has that many nodes; a damaged ``node[0-999999]``) gives one event without a host,
+so one line cannot fill memory with events. :data:`RULES` is the rule table (id, kind, pattern); the
 first match decides. Everything else (scheduling chatter, RPC traces) is routine.
 """
 
@@ -25,8 +28,9 @@ from faultline.pipeline.hostlist import try_expand_hostlist
 from faultline.pipeline.parsers.joblog import cap
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import parse_iso
+from faultline.pipeline.timeutil import OUT_OF_RANGE, in_range, parse_iso
 
+MAX_LINE_HOSTS = 65_536  # hosts one line may name: more than any cluster has
 LINE_RE = re.compile(r"^\[([^\]]*)\]\s?(.*)$")
 _OFFSET = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
 _JOB = r"(\d+(?:_\d+|_\[[^\]]*\]|\+\d+)?)(?:\(\d+\))?"  # JobId=123, 123_4(130), 123+0(124)
@@ -95,7 +99,7 @@ Fact = tuple[str, list[str | None], dict, str | None]  # kind, hosts, attrs, job
 
 def _hosts(text: str) -> list[str | None]:
     hosts = try_expand_hostlist(text.rstrip(",.;:"))
-    return list(hosts) if hosts else [None]
+    return list(hosts) if hosts and len(hosts) <= MAX_LINE_HOSTS else [None]
 
 
 def _reservation(m: re.Match[str], ctx: ParseContext) -> Fact:
@@ -104,11 +108,12 @@ def _reservation(m: re.Match[str], ctx: ParseContext) -> Fact:
     kv = dict(_RES_KV.findall(rest))
     for key in ("start", "end"):
         t = parse_iso(kv[key], ctx.zone) if kv.get(key) else None
-        attrs[key] = t[0] if t else None
+        attrs[key] = t[0] if t and in_range(t[0]) else None
     nm = _RES_NODES.search(rest)
     nodelist = nm.group(1) if nm else None
     attrs["nodelist"] = nodelist
-    attrs["nodes"] = try_expand_hostlist(nodelist) if nodelist else []
+    nodes = try_expand_hostlist(nodelist) if nodelist else []
+    attrs["nodes"] = nodes if len(nodes) <= MAX_LINE_HOSTS else []
     attrs["users"] = [u for u in kv.get("users", "").split(",") if u]
     if kv.get("accounts"):
         attrs["accounts"] = [a for a in kv["accounts"].split(",") if a]
@@ -181,6 +186,9 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
         when = read_time(m.group(1), ctx)
         if when is None:
             fp.rejects.append(Reject.of(i + 1, "bad_timestamp", line))
+            continue
+        if not in_range(when[0]):
+            fp.rejects.append(Reject.of(i + 1, OUT_OF_RANGE, line))
             continue
         if fp.shape is None:
             fp.shape = time_shape(m.group(1).strip())

@@ -8,7 +8,8 @@
     2024-07-01 12:00:00,002 ERROR Traceback (most recent call last):
 
 Times carry no zone: they are read in ``ctx.tz`` (``assumed_tz``); a line without a time
-(a traceback line) inherits the one above it.
+(a traceback line), or with one outside the plausible range of
+:mod:`faultline.pipeline.timeutil`, inherits the one above it.
 
 Speed: step lines are most of the file (millions in a long run), and the pipeline needs
 every one of them (first/last step of an attempt, progress for lost work and effective
@@ -26,10 +27,12 @@ A step line whose loss is NaN/Inf gives both its ``train_step`` (``loss`` None) 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import polars as pl
@@ -42,9 +45,9 @@ from faultline.pipeline.parsers.joblog import (
     collect_traceback,
     traceback_event,
 )
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, rank_of
 from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import local_to_utc_us
+from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US, local_to_utc_us
 
 # Both Rust (polars) and Python regex syntax: keep to the common subset.
 STAMP_RE = r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[,.](\d{1,9}))?"
@@ -158,7 +161,7 @@ def _nonfinite_what(msg: str) -> str:
 
 def _rank_device(msg: str, attrs: dict) -> None:
     if m := _RANK.search(msg):
-        attrs["rank"] = int(m.group(1))
+        attrs["rank"] = rank_of(m.group(1))
     if m := _DEVICE.search(msg):
         attrs["device"] = int(m.group(1))
     if m := _NODE.search(msg):
@@ -226,12 +229,15 @@ def line_frame(lines: pl.Series, tz: str, file_ids: np.ndarray | None = None
         (pl.col("naive").is_not_null() & pl.col("ts").is_null()).arg_true()
     ).to_series()
     if gap.len():
-        from zoneinfo import ZoneInfo
-
         zone = ZoneInfo(tz)
         idx = gap.to_list()
-        fixed = [local_to_utc_us(v, zone) for v in frame["naive"].gather(idx).to_list()]
+        fixed = [_local_us(v, zone) for v in frame["naive"].gather(idx).to_list()]
         frame = frame.with_columns(frame["ts"].scatter(idx, fixed))
+    # a time outside the plausible range (timeutil.in_range) is a broken clock: the line
+    # inherits the time above it, like a line without a stamp
+    frame = frame.with_columns(
+        pl.when(pl.col("ts").is_between(TS_MIN_US, TS_MAX_US, closed="left"))
+        .then(pl.col("ts")).alias("ts"))
     ts_filled = pl.col("ts").forward_fill()
     if file_ids is not None:
         frame = frame.with_columns(pl.Series("file", file_ids))
@@ -252,6 +258,14 @@ def line_frame(lines: pl.Series, tz: str, file_ids: np.ndarray | None = None
             .otherwise(message)
         ).alias("message"),
     )
+
+
+def _local_us(naive: dt.datetime, zone: ZoneInfo) -> int | None:
+    """:func:`local_to_utc_us`, or None past the end of the calendar in ``zone``."""
+    try:
+        return local_to_utc_us(naive, zone)
+    except ValueError:  # past the end of the calendar in this zone
+        return None
 
 
 # --- the parser -------------------------------------------------------------------------------
