@@ -55,7 +55,7 @@ from faultline.pipeline.text import count_lines
 from faultline.pipeline.timeutil import OUT_OF_RANGE
 
 SUMMARY = re.compile(r"^ingested (\d+) files \(\d+ new or changed\), (\d+) lines, (\d+) events, "
-                     r"(\d+) interruptions, (\d+) rejects in [\d.]+ s$", re.M)
+                     r"(\d+) interruptions, (\d+) rejects in [\d.]+ s(?: \(discover .*\))?$", re.M)
 HUGE = 50 * 1024 * 1024
 SKEW = dt.timedelta(hours=2)
 SKEWED = ("hosts/node0013/kern.log", "hosts/node0013/kern.log.1")
