@@ -53,7 +53,7 @@ def test_each_command_has_its_interface_flags(command, flags):
 @pytest.mark.parametrize(
     ("argv", "issue"),
     [
-        (["check", "--db", "x.duckdb"], 6),
+        (["report", "--db", "x.duckdb", "--html", "report.html"], 6),
     ],
 )
 def test_unbuilt_commands_say_so_and_exit_2(argv, issue, tmp_path, monkeypatch):
@@ -66,7 +66,8 @@ def test_unbuilt_commands_say_so_and_exit_2(argv, issue, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("argv", [["report", "--db", "missing.duckdb"],
-                                  ["explain", "--db", "missing.duckdb", "i-0"]])
+                                  ["explain", "--db", "missing.duckdb", "i-0"],
+                                  ["check", "--db", "missing.duckdb"]])
 def test_reading_a_missing_database_is_bad_usage(argv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, argv)
