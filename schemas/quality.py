@@ -28,7 +28,7 @@ and https://docs.greatexpectations.io/docs/core/customize_expectations/expectati
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,55 +122,59 @@ def column_expectations(owner: Table | View, col: Column) -> list[Expect]:
     return out
 
 
-def _semantic(name: str, tax: Taxonomy) -> list[Expect]:
-    """Row-level rules a column declaration cannot state (several columns, taxonomy)."""
-    names = list(tax.component_names)
-    pairs = [[c.component, c.category] for c in tax.components]
-    if name == "events":
-        return [
-            Expect("ExpectColumnValuesToNotBeNull", {"column": "ts"},
-                   "events.ts is set unless ts_quality is 'untimed'",
-                   When("ts_quality", "!=", "untimed")),
-            Expect("ExpectColumnValuesToBeNull", {"column": "ts"},
-                   "events.ts is NULL when ts_quality is 'untimed'",
-                   When("ts_quality", "==", "untimed")),
-            Expect("ExpectColumnPairValuesAToBeGreaterThanB",
-                   {"column_A": "line_end", "column_B": "line_no", "or_equal": True},
-                   "events.line_end is not before line_no"),
-        ]
-    if name == "attempts":
-        return [Expect("ExpectColumnPairValuesAToBeGreaterThanB",
-                       {"column_A": "ended_at", "column_B": "started_at", "or_equal": True,
-                        "ignore_row_if": "either_value_is_missing"},
-                       "attempts.ended_at is not before started_at")]
-    if name == "interruptions":
-        return [
-            Expect("ExpectColumnValuesToBeInSet", {"column": "component", "value_set": names},
-                   f"interruptions.component is a taxonomy component (v{tax.version})"),
-            Expect("ExpectColumnValuesToBeInSet",
-                   {"column": "category",
-                    "value_set": sorted({c.category for c in tax.components})},
-                   "interruptions.category is a taxonomy category"),
-            Expect("ExpectColumnPairValuesToBeInSet",
-                   {"column_A": "component", "column_B": "category",
-                    "value_pairs_set": pairs},
-                   "interruptions.category is the taxonomy's category of its component"),
-            Expect("ExpectColumnPairValuesToBeInSet",
-                   {"column_A": "component", "column_B": "planned",
-                    "value_pairs_set": [[c.component, c.kind == "planned"]
-                                        for c in tax.components]},
-                   "interruptions.planned is true exactly for Planned Maintenance"),
-        ]
-    if name == "components":
-        return [
-            Expect("ExpectColumnValuesToBeInSet", {"column": "component", "value_set": names},
-                   f"components.component is a taxonomy component (v{tax.version})"),
-            Expect("ExpectColumnPairValuesToBeInSet",
-                   {"column_A": "component", "column_B": "category",
-                    "value_pairs_set": pairs},
-                   "components.category is the taxonomy's category of its component"),
-        ]
-    return []
+def _events_rules(tax: Taxonomy) -> list[Expect]:
+    return [
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "ts"},
+               "events.ts is set unless ts_quality is 'untimed'",
+               When("ts_quality", "!=", "untimed")),
+        Expect("ExpectColumnValuesToBeNull", {"column": "ts"},
+               "events.ts is NULL when ts_quality is 'untimed'",
+               When("ts_quality", "==", "untimed")),
+        Expect("ExpectColumnPairValuesAToBeGreaterThanB",
+               {"column_A": "line_end", "column_B": "line_no", "or_equal": True},
+               "events.line_end is not before line_no"),
+    ]
+
+
+def _attempts_rules(tax: Taxonomy) -> list[Expect]:
+    return [Expect("ExpectColumnPairValuesAToBeGreaterThanB",
+                   {"column_A": "ended_at", "column_B": "started_at", "or_equal": True,
+                    "ignore_row_if": "either_value_is_missing"},
+                   "attempts.ended_at is not before started_at")]
+
+
+def _taxonomy_rules(table: str, tax: Taxonomy) -> list[Expect]:
+    """``component`` and ``category`` of ``table`` are a pair of the shipped taxonomy."""
+    return [
+        Expect("ExpectColumnValuesToBeInSet",
+               {"column": "component", "value_set": list(tax.component_names)},
+               f"{table}.component is a taxonomy component (v{tax.version})"),
+        Expect("ExpectColumnValuesToBeInSet",
+               {"column": "category",
+                "value_set": sorted({c.category for c in tax.components})},
+               f"{table}.category is a taxonomy category"),
+        Expect("ExpectColumnPairValuesToBeInSet",
+               {"column_A": "component", "column_B": "category",
+                "value_pairs_set": [[c.component, c.category] for c in tax.components]},
+               f"{table}.category is the taxonomy's category of its component"),
+    ]
+
+
+def _interruptions_rules(tax: Taxonomy) -> list[Expect]:
+    return [*_taxonomy_rules("interruptions", tax), Expect(
+        "ExpectColumnPairValuesToBeInSet",
+        {"column_A": "component", "column_B": "planned",
+         "value_pairs_set": [[c.component, c.kind == "planned"] for c in tax.components]},
+        "interruptions.planned is true exactly for Planned Maintenance")]
+
+
+#: Row-level rules a column declaration cannot state (several columns, the taxonomy).
+SEMANTIC_RULES: dict[str, Callable[[Taxonomy], list[Expect]]] = {
+    "events": _events_rules,
+    "attempts": _attempts_rules,
+    "interruptions": _interruptions_rules,
+    "components": lambda tax: _taxonomy_rules("components", tax),
+}
 
 
 def _when_columns(expects: list[Expect]) -> set[str]:
@@ -187,7 +191,7 @@ def _row_id(owner: Table | View) -> tuple[str, ...]:
 def table_dataset(owner: Table | View, tax: Taxonomy) -> Dataset:
     """Every column rule of one table or view, over only the columns they need."""
     expects = [e for col in owner.columns for e in column_expectations(owner, col)]
-    expects += _semantic(owner.name, tax)
+    expects += SEMANTIC_RULES.get(owner.name, lambda _tax: [])(tax)
     needed = {c for e in expects for c in e.columns} | _when_columns(expects)
     row_id = _row_id(owner)
     cols = tuple(c for c in owner.column_names if c in needed or c in row_id)
