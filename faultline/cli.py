@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfoNotFoundError
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -52,15 +53,6 @@ class OutputFormat(StrEnum):
 
 class Published(StrEnum):
     llama3 = "llama3"
-
-
-def _not_yet(command: str, issue: int) -> None:
-    """Exit 2 for commands whose work belongs to a later issue."""
-    err.print(
-        f"[bold red]faultline {command}: not yet implemented[/] "
-        f"(tracked in issue #{issue}); nothing was read or written."
-    )
-    raise typer.Exit(EXIT_USAGE)
 
 
 def _progress() -> Progress:
@@ -221,7 +213,19 @@ def explain(
 @app.command()
 def check(db: DbOption) -> None:
     """Run the data-quality suites; exit 1 on any failed expectation."""
-    _not_yet("check", 6)
+    from faultline import check as chk
+
+    con = _open_read(db)
+    try:
+        result = chk.run_checks(con)
+    except chk.CheckError as exc:
+        err.print(f"[bold red]faultline check:[/] {escape(str(db))}: not a faultline "
+                  f"database? {escape(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    finally:
+        con.close()
+    chk.render(result, Console())
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEMS)
 
 
 @app.command()

@@ -120,6 +120,14 @@ class View:
     columns: tuple[Column, ...]
     sql: str
     depends_on: tuple[str, ...] = field(default=())
+    # What identifies a row: the data-quality suite checks it is unique and names
+    # offending rows by it (views have no enforced key to borrow).
+    key: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        missing = set(self.key) - {c.name for c in self.columns}
+        if missing:
+            raise ValueError(f"{self.name}: key columns {missing} are not columns")
 
     @property
     def column_names(self) -> list[str]:
@@ -348,6 +356,7 @@ TABLES: tuple[Table, ...] = (
 
 BREAKDOWN = View(
     name="breakdown",
+    key=("run", "component"),
     row="Table 5 row (and Planned Maintenance, Unattributed) per run",
     depends_on=("interruptions", "components"),
     columns=(
@@ -386,6 +395,7 @@ LEFT JOIN unexpected u ON u.run = r.run
 
 FAILURES_PER_DAY = View(
     name="failures_per_day",
+    key=("run", "day"),
     row="run and UTC day with at least one interruption",
     depends_on=("interruptions",),
     columns=(
@@ -404,6 +414,7 @@ FROM interruptions GROUP BY 1, 2
 
 EFFECTIVE_TRAINING_TIME = View(
     name="effective_training_time",
+    key=("run",),
     row="run",
     depends_on=("interruptions", "attempts", "events"),
     columns=(
@@ -450,6 +461,7 @@ FROM steps s LEFT JOIN losses l USING (run)
 
 MTBF = View(
     name="mtbf_by_component",
+    key=("run", "component"),
     row="run and component with at least one interruption",
     depends_on=("interruptions", "effective_training_time"),
     columns=(
@@ -469,6 +481,7 @@ GROUP BY 1, 2
 
 RECURRING_CULPRITS = View(
     name="recurring_culprits",
+    key=("scope", "culprit_host", "culprit_gpu_serial"),
     row="host, or GPU (by serial), named as culprit more than once",
     depends_on=("interruptions",),
     columns=(

@@ -50,23 +50,9 @@ def test_each_command_has_its_interface_flags(command, flags):
         assert flag in text, (command, flag)
 
 
-@pytest.mark.parametrize(
-    ("argv", "issue"),
-    [
-        (["check", "--db", "x.duckdb"], 6),
-    ],
-)
-def test_unbuilt_commands_say_so_and_exit_2(argv, issue, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, argv)
-    assert result.exit_code == EXIT_USAGE
-    assert "not yet implemented" in plain(result.output)
-    assert f"#{issue}" in plain(result.output)
-    assert list(tmp_path.iterdir()) == []  # nothing written
-
-
 @pytest.mark.parametrize("argv", [["report", "--db", "missing.duckdb"],
-                                  ["explain", "--db", "missing.duckdb", "i-0"]])
+                                  ["explain", "--db", "missing.duckdb", "i-0"],
+                                  ["check", "--db", "missing.duckdb"]])
 def test_reading_a_missing_database_is_bad_usage(argv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, argv)
