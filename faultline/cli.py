@@ -148,6 +148,9 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())
+    if summary.problems:
+        err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
+                  "or were not followed; files.problem says why for each")
 
 
 @app.command()

@@ -17,10 +17,19 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def discover(roots: Iterable[Path], exclude: Iterable[Path] = ()) -> Iterator[str]:
-    """Every regular file below ``roots`` (or the roots themselves, if files)."""
+def discover(roots: Iterable[Path], exclude: Iterable[Path] = (),
+             skipped: list[tuple[str, str]] | None = None) -> Iterator[str]:
+    """Every regular file below ``roots`` (or the roots themselves, if files).
+
+    What is passed over on purpose (links out of the corpus, linked directories,
+    sockets, unreadable directories) is appended to ``skipped`` as (path, reason), so
+    ingest can record it instead of losing it silently."""
+    def skip(path: str, reason: str) -> None:
+        if skipped is not None:
+            skipped.append((path, reason))
+
     real_roots = [os.path.realpath(r) for r in roots]
-    skip = [os.path.abspath(e) for e in exclude]
+    excluded = [os.path.abspath(e) for e in exclude]
     seen: set[str] = set()
     found: list[str] = []
     for root in roots:
@@ -28,19 +37,28 @@ def discover(roots: Iterable[Path], exclude: Iterable[Path] = ()) -> Iterator[st
         if os.path.isfile(root_abs):
             found.append(root_abs)
             continue
-        for dirs, files in _walk(root_abs):
-            dirs[:] = sorted((d for d in dirs if not _inside(d.path, skip)),
+        for dirs, files in _walk(root_abs, skip):
+            dirs[:] = sorted((d for d in dirs if not _inside(d.path, excluded)),
                              key=lambda d: d.name)
+            for d in dirs:
+                if d.is_symlink():  # never followed: no loops, nothing from elsewhere
+                    skip(d.path, "symlinked directory not followed")
             for entry in files:
                 path = entry.path
-                if skip and (_inside(path, skip) or any(path.startswith(s) for s in skip)):
+                if excluded and (_inside(path, excluded)
+                                 or any(path.startswith(s) for s in excluded)):
                     continue
                 if entry.is_symlink():
                     target = os.path.realpath(path)
+                    if not os.path.exists(target):
+                        skip(path, "broken symlink or symlink loop")
+                        continue
                     if not _inside(target, real_roots) or not os.path.isfile(target):
+                        skip(path, "symlink to outside the corpus not followed")
                         continue
                 elif not _is_file(entry):
-                    continue  # sockets, fifos, devices
+                    skip(path, "not a regular file (socket, fifo or device)")
+                    continue
                 found.append(path)
     for path in sorted(found):
         if path not in seen:
@@ -55,7 +73,7 @@ def _is_file(entry: os.DirEntry) -> bool:
         return False
 
 
-def _walk(top: str) -> Iterator[tuple[list[os.DirEntry], list[os.DirEntry]]]:
+def _walk(top: str, skip) -> Iterator[tuple[list[os.DirEntry], list[os.DirEntry]]]:
     """``os.walk(top, followlinks=False)`` (top-down, unreadable directories skipped),
     yielding the directory entries themselves: their types come from the directory
     listing, so a file costs no ``stat`` call of its own. The caller may prune ``dirs``."""
@@ -65,7 +83,8 @@ def _walk(top: str) -> Iterator[tuple[list[os.DirEntry], list[os.DirEntry]]]:
         try:
             with os.scandir(path) as it:
                 entries = list(it)
-        except OSError:
+        except OSError as exc:
+            skip(path, f"unreadable directory: {exc.strerror or exc}")
             continue
         dirs: list[os.DirEntry] = []
         files: list[os.DirEntry] = []

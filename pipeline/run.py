@@ -51,6 +51,7 @@ class IngestSummary:
     new_files: int
     # where the time went: discovering, parsing (Beam), loading, root causes
     phases: dict[str, float] = field(default_factory=dict)
+    problems: int = 0  # files with files.problem set (unreadable, cut, not followed...)
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -149,7 +150,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     staging = Staging.for_db(db, shards)
     phases: dict[str, float] = {}
     with exclusive(db):
-        paths = list(discover(corpus, exclude=[staging.local, db]))
+        skipped: list[tuple[str, str]] = []
+        paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
         settings = IngestSettings(tz=tz, year=year,
                                   window=None if year else corpus_window(paths, tz))
         staging.clear()
@@ -159,7 +161,12 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
             raise IngestError(f"{db}: {exc}") from exc
         try:
             skip = unchanged_paths(con, paths, settings.fingerprint)
-            todo = [p for p in paths if p not in skip]
+            # what discovery passed over is recorded as a files row with its reason
+            known = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
+                                    "AND parsed_with = ?", [settings.fingerprint]
+                                    ).fetchall())
+            todo: list = [p for p in paths if p not in skip] + [
+                [p, why] for p, why in sorted(skipped) if (p, why) not in known]
             phases["discover"] = time.perf_counter() - t0
             if todo:
                 _parse(todo, staging, settings, runner, workers, beam_opts or [],
@@ -206,11 +213,13 @@ def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, sha
 
 
 def _summary(con, seconds: float) -> IngestSummary:
-    (files, lines, events, rejects), = con.execute("""
+    (files, lines, events, rejects, problems), = con.execute("""
         SELECT (SELECT count(*) FROM files), (SELECT coalesce(sum(lines), 0) FROM files),
-               (SELECT count(*) FROM events), (SELECT count(*) FROM rejects)
+               (SELECT count(*) FROM events), (SELECT count(*) FROM rejects),
+               (SELECT count(*) FROM files WHERE problem IS NOT NULL)
     """).fetchall()
-    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0)
+    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0,
+                         problems=problems)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None

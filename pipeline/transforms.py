@@ -45,16 +45,21 @@ class ParseFiles(beam.DoFn):
     def __init__(self, settings: IngestSettings) -> None:
         self.settings = settings
 
-    def process(self, batch: list[str]) -> Iterator[tuple[str, str, pa.Table]]:
+    def process(self, batch: list[str | list[str]]) -> Iterator[tuple[str, str, pa.Table]]:
         parsed = parse_batch(_read_all(batch), self.settings)
-        key = hashlib.sha256(batch[0].encode("utf-8", "surrogateescape")).hexdigest()[:24]
+        first = batch[0] if isinstance(batch[0], str) else batch[0][0]
+        key = hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
         for name in TABLES:
             yield key, name, getattr(parsed, name)
 
 
-def _read_all(paths: list[str]) -> Iterator[BatchItem]:
-    """Each file's bytes, read when the parser asks for them."""
+def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
+    """Each file's bytes, read when the parser asks for them. A ``[path, reason]``
+    entry is a path discovery passed over: recorded with its reason, never read."""
     for path in paths:
+        if not isinstance(path, str):
+            yield path[0], b"", None, path[1]
+            continue
         try:
             data, mtime = read_bytes(path)
         except OSError as exc:  # vanished or unreadable since discovery

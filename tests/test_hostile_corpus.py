@@ -179,8 +179,8 @@ class LiveFilesystem:
         self.read: dict[str, bytes] = {}
         self._discover = run.discover
 
-    def discover(self, roots, exclude=()):
-        paths = list(self._discover(roots, exclude))
+    def discover(self, roots, exclude=(), skipped=None):
+        paths = list(self._discover(roots, exclude, skipped))
         assert self.vanish in paths and self.grow in paths
         os.remove(self.vanish)
         with open(self.grow, "ab") as f:
@@ -330,14 +330,26 @@ def test_a_file_that_grew_is_recorded_as_read(hostile):
 
 
 def test_symlinks_out_of_the_corpus_and_loops_are_not_followed(hostile):
-    paths = set(_files(hostile))
-    assert not {p for p in paths if p.startswith("hosts/node0006/")} - {
+    """Not read, and not lost either: each link gets a files row saying why."""
+    files = _files(hostile)
+    read = {p for p, row in files.items() if row[0] is None or row[1]}
+    assert not {p for p in read if p.startswith("hosts/node0006/")} - {
         "hosts/node0006/kern.log", "hosts/node0006/kern.log.1", "hosts/node0006/sel.txt",
         "hosts/node0006/gpus.csv", "hosts/node0006/dmesg.txt"}
-    assert not [p for p in paths if "/loop/" in p or p.endswith(("a.log", "b.log"))]
+    expected = {
+        "hosts/node0006/outside.log": "symlink to outside the corpus not followed",
+        "hosts/node0006/loop": "symlinked directory not followed",
+        "hosts/node0006/a.log": "broken symlink or symlink loop",
+        "hosts/node0006/b.log": "broken symlink or symlink loop",
+    }
+    for rel, why in expected.items():
+        problem, lines, _source, _dup, nbytes, _sha = files[rel]
+        assert (problem, lines, nbytes) == (why, 0, 0), rel
+    assert not [p for p in files if "/loop/" in p]
     secret = hostile.query("SELECT count(*) FROM events WHERE path LIKE '%secret%' "
                            "OR path LIKE '%outside%'")
     assert secret == [(0,)]
+    assert "files could not be read whole or were not followed" in hostile.output
 
 
 def test_duplicate_keeps_one_copy_of_its_events(hostile):
