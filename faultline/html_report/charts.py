@@ -50,25 +50,33 @@ def _style(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
             .configure_view(stroke=None))
 
 
+def _ranked_bars(shown: list[dict], key: str, tooltip: list, legend_columns: int,
+                 step: int, title: str, subtitle: str) -> alt.TopLevelMixin:
+    """Horizontal bars in the given order, each labelled with its count."""
+    base = alt.Chart(alt.Data(values=shown)).encode(
+        y=alt.Y(f"{key}:N", sort=[r[key] for r in shown], title=None),
+        x=alt.X("interruptions:Q", axis=_count_axis("Interruptions")),
+    )
+    bars = base.mark_bar().encode(color=_category_color(legend_columns=legend_columns),
+                                  tooltip=tooltip)
+    labels = base.mark_text(align="left", dx=3, fontSize=11).encode(text="interruptions:Q")
+    return _style((bars + labels).properties(
+        width=HALF - 170, height=alt.Step(step),
+        title=alt.Title(title, subtitle=subtitle)))
+
+
 def by_component(rows: list[dict]) -> alt.TopLevelMixin:
     """Horizontal bars, largest first; zero rows are left to the table."""
     shown = sorted((r for r in rows if r["interruptions"]),
                    key=lambda r: -r["interruptions"])  # stable: ties keep Table 5 order
-    base = alt.Chart(alt.Data(values=shown)).encode(
-        y=alt.Y("component:N", sort=[r["component"] for r in shown], title=None),
-        x=alt.X("interruptions:Q", axis=_count_axis("Interruptions")),
-    )
-    bars = base.mark_bar().encode(
-        color=_category_color(legend_columns=2),
-        tooltip=[alt.Tooltip("component:N", title="Component"),
-                 alt.Tooltip("category:N", title="Category"),
-                 alt.Tooltip("interruptions:Q", title="Interruptions"),
-                 alt.Tooltip("percent:Q", title="% of unexpected", format=".1f")])
-    labels = base.mark_text(align="left", dx=3, fontSize=11).encode(text="interruptions:Q")
-    return _style((bars + labels).properties(
-        width=HALF - 170, height=alt.Step(18),
-        title=alt.Title("Interruptions by component",
-                        subtitle="Root cause of each interruption (Table 5 components)")))
+    return _ranked_bars(
+        shown, "component",
+        [alt.Tooltip("component:N", title="Component"),
+         alt.Tooltip("category:N", title="Category"),
+         alt.Tooltip("interruptions:Q", title="Interruptions"),
+         alt.Tooltip("percent:Q", title="% of unexpected", format=".1f")],
+        legend_columns=2, step=18, title="Interruptions by component",
+        subtitle="Root cause of each interruption (Table 5 components)")
 
 
 def by_category(rows: list[dict]) -> alt.TopLevelMixin:
@@ -82,20 +90,13 @@ def by_category(rows: list[dict]) -> alt.TopLevelMixin:
             t["percent"] = (t["percent"] or 0.0) + r["percent"]
     shown = sorted((t for t in totals.values() if t["interruptions"]),
                    key=lambda t: -t["interruptions"])
-    base = alt.Chart(alt.Data(values=shown)).encode(
-        y=alt.Y("category:N", sort=[t["category"] for t in shown], title=None),
-        x=alt.X("interruptions:Q", axis=_count_axis("Interruptions")),
-    )
-    bars = base.mark_bar().encode(
-        color=_category_color(legend_columns=0),
-        tooltip=[alt.Tooltip("category:N", title="Category"),
-                 alt.Tooltip("interruptions:Q", title="Interruptions"),
-                 alt.Tooltip("percent:Q", title="% of unexpected", format=".1f")])
-    labels = base.mark_text(align="left", dx=3, fontSize=11).encode(text="interruptions:Q")
-    return _style((bars + labels).properties(
-        width=HALF - 170, height=alt.Step(26),
-        title=alt.Title("Interruptions by category",
-                        subtitle="Planned maintenance is counted but not in the shares")))
+    return _ranked_bars(
+        shown, "category",
+        [alt.Tooltip("category:N", title="Category"),
+         alt.Tooltip("interruptions:Q", title="Interruptions"),
+         alt.Tooltip("percent:Q", title="% of unexpected", format=".1f")],
+        legend_columns=0, step=26, title="Interruptions by category",
+        subtitle="Planned maintenance is counted but not in the shares")
 
 
 def per_day(rows: list[dict]) -> alt.TopLevelMixin:
