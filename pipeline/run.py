@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import apache_beam as beam
+import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
@@ -160,13 +161,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
         except SchemaMismatch as exc:
             raise IngestError(f"{db}: {exc}") from exc
         try:
-            skip = unchanged_paths(con, paths, settings.fingerprint)
-            # what discovery passed over is recorded as a files row with its reason
-            known = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
-                                    "AND parsed_with = ?", [settings.fingerprint]
-                                    ).fetchall())
-            todo: list = [p for p in paths if p not in skip] + [
-                [p, why] for p, why in sorted(skipped) if (p, why) not in known]
+            todo = _todo(con, paths, skipped, settings.fingerprint)
             phases["discover"] = time.perf_counter() - t0
             if todo:
                 _parse(todo, staging, settings, runner, workers, beam_opts or [],
@@ -187,7 +182,22 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     return summary
 
 
-def _parse(paths: list[str], staging: Staging, settings: IngestSettings, runner: str,
+Listing = list[str | list[str]]  # paths to read, and [path, reason] for paths not to
+
+
+def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[str, str]],
+          fingerprint: str) -> Listing:
+    """What this run must parse: files not stored yet or changed since (by size, mtime
+    and parse settings), and the paths discovery passed over that are not yet recorded
+    with that reason (each becomes a ``files`` row saying why it was not read)."""
+    unchanged = unchanged_paths(con, paths, fingerprint)
+    recorded = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
+                               "AND parsed_with = ?", [fingerprint]).fetchall())
+    return [p for p in paths if p not in unchanged] + [
+        [p, why] for p, why in sorted(skipped) if (p, why) not in recorded]
+
+
+def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: str,
            workers: int, beam_opts: list[str], batch_size: int,
            progress: Callable[[int, int], None] | None) -> None:
     """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""

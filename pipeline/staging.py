@@ -65,8 +65,8 @@ class Staging:
             with contextlib.suppress(BeamIOError):
                 FileSystems.delete([self.uri])
 
-    def write_listing(self, paths: Iterable[str]) -> str:
-        """The paths to parse, one JSON string a line, where every worker can read it."""
+    def write_listing(self, paths: Iterable[str | list[str]]) -> str:
+        """The paths to parse, one JSON value a line, where every worker can read it."""
         self.local.mkdir(parents=True, exist_ok=True)
         target = FileSystems.join(self.uri, LISTING)
         with FileSystems.create(target) as f:
