@@ -390,6 +390,14 @@ def _events(ing: Ingested, exclude: tuple[str, ...] = ()) -> dict[str, set[tuple
     return out
 
 
+@pytest.mark.slow
+def test_the_damaged_database_passes_the_data_quality_suites(hostile):
+    """Damage is recorded, not stored as broken rows: every expectation still holds."""
+    result = CliRunner().invoke(app, ["check", "--db", str(hostile.db)])
+    assert result.exit_code == 0, result.output
+    assert "all passed" in result.output
+
+
 def test_untouched_files_give_the_events_of_a_clean_ingest(clean, hostile):
     want = _events(clean, exclude=SKEWED)
     got = _events(hostile)
