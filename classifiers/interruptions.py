@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -178,21 +179,17 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     for iid, eid, ts, host, kind, xid, msg, attrs, gi, gs, dev in cand_rows:
         a = json.loads(attrs) if attrs else {}
         cands[iid].append(Candidate(eid, ts / 1e6, host, kind, xid, msg, a, gi, gs, dev))
-    watchdog = defaultdict(lambda: defaultdict(set))
-    for iid, host, rank in con.execute("""
-        SELECT w.iid, e.host, e.rank FROM w JOIN events e
-          ON e.job_id = w.job_id AND epoch_us(e.ts) BETWEEN w.started AND w.failed + 300e6
-        WHERE e.kind = 'nccl_watchdog'
-    """).fetchall():
-        watchdog[iid][host].add(rank)
+    watchdog_hosts = dict(con.execute(f"""
+        SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {_WATCHDOG_JOIN} GROUP BY w.iid
+    """).fetchall())
     texts = _classify_texts(con, cands)
     progress = _progress(con, windows)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
         failed = cur[3] / 1e6
         hosts = try_expand_hostlist(cur[5] or "")
-        d = decide(cands.get(iid, []), watchdog.get(iid, {}), hosts, failed, cur, texts,
-                   resolver)
+        watchdog = _Watchdog(con, iid, watchdog_hosts.get(iid, 0))
+        d = decide(cands.get(iid, []), watchdog, hosts, failed, cur, texts, resolver)
         if iid in overrides:
             comp, _note = overrides[iid]
             d.component, d.rule_id, d.confidence = comp, "override", 1.0
@@ -241,7 +238,7 @@ def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candid
 _PEER = re.compile(r"from peer ([0-9a-fA-F:.]+)")
 
 
-def decide(cands: list[Candidate], watchdog: dict[str, set], hosts: list[str],
+def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list[str],
            failed: float, attempt: tuple, texts: dict, resolver: HostResolver) -> Decision:
     """The root cause of one interruption from its window's events."""
     root_limit = failed + AFTER_S
@@ -378,7 +375,44 @@ def _gpu_named_in(text: str) -> int | None:
     return gpus[0] if len(gpus) == 1 else None
 
 
-def _straggler(watchdog: dict[str, set], hosts: list[str]) -> Decision:
+# NCCL watchdog timeouts of an interruption's own job, from its start to 5 min after
+_WATCHDOG_JOIN = """
+    FROM w JOIN events e
+      ON e.job_id = w.job_id AND epoch_us(e.ts) BETWEEN w.started AND w.failed + 300e6
+    WHERE e.kind = 'nccl_watchdog'"""
+
+
+class _Watchdog(Mapping[str, set[int]]):
+    """Host -> ranks whose NCCL watchdog fired in one interruption, read from the
+    database only when the decision needs them (when nothing else explains the
+    failure). Every rank of a large job writes one: holding them all for every
+    interruption would make memory grow with the size of the cluster times the number
+    of interruptions."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, iid: str, hosts: int) -> None:
+        self._con, self._iid, self._hosts = con, iid, hosts
+        self._ranks: dict[str, set[int]] | None = None
+
+    def _load(self) -> dict[str, set[int]]:
+        if self._ranks is None:
+            self._ranks = defaultdict(set)
+            for host, rank in self._con.execute(
+                    f"SELECT e.host, e.rank {_WATCHDOG_JOIN} AND w.iid = ?",
+                    [self._iid]).fetchall():
+                self._ranks[host].add(rank)
+        return self._ranks
+
+    def __len__(self) -> int:
+        return self._hosts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __getitem__(self, host: str) -> set[int]:
+        return self._load()[host]
+
+
+def _straggler(watchdog: Mapping[str, set[int]], hosts: list[str]) -> Decision:
     """Only watchdog timeouts: the ranks that never reported point at the culprit."""
     reporting = {h: len(r) for h, r in watchdog.items() if h}
     full = max(reporting.values(), default=0)
