@@ -151,6 +151,11 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
     if summary.problems:
         err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
                   "or were not followed; files.problem says why for each")
+    for host, skew, jobs in summary.skewed_clocks:
+        err.print(f"[yellow]warning:[/] {host}'s clock runs {abs(skew) / 3600:.1f} h "
+                  f"{'ahead of' if skew > 0 else 'behind'} the other hosts' (its job logs "
+                  f"against Slurm's start times, {jobs} jobs): its events may fall outside "
+                  "their interruptions; see the host_clock_offsets view")
 
 
 @app.command()

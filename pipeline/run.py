@@ -36,6 +36,12 @@ from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
 from faultline.schemas.ddl import SchemaMismatch
 
+# A host whose job logs start this much earlier or later than the other hosts' (median
+# over at least SKEW_MIN_JOBS jobs) has a clock of its own; its events may fall outside
+# the windows their interruptions are built from. Start-up varies by seconds.
+SKEW_WARN_S = 300
+SKEW_MIN_JOBS = 3
+
 
 class IngestError(Exception):
     """Bad usage or unreadable input named on the command line (exit 2)."""
@@ -53,6 +59,8 @@ class IngestSummary:
     # where the time went: discovering, parsing (Beam), loading, root causes
     phases: dict[str, float] = field(default_factory=dict)
     problems: int = 0  # files with files.problem set (unreadable, cut, not followed...)
+    # (host, seconds ahead of the cluster, jobs compared) for clocks that disagree
+    skewed_clocks: list[tuple[str, float, int]] = field(default_factory=list)
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -228,8 +236,12 @@ def _summary(con, seconds: float) -> IngestSummary:
                (SELECT count(*) FROM events), (SELECT count(*) FROM rejects),
                (SELECT count(*) FROM files WHERE problem IS NOT NULL)
     """).fetchall()
+    skewed = con.execute(
+        "SELECT host, skew_seconds, jobs FROM host_clock_offsets "
+        "WHERE abs(skew_seconds) > ? AND jobs >= ? ORDER BY abs(skew_seconds) DESC, host",
+        [SKEW_WARN_S, SKEW_MIN_JOBS]).fetchall()
     return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0,
-                         problems=problems)
+                         problems=problems, skewed_clocks=skewed)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None

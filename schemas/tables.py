@@ -505,8 +505,43 @@ HAVING count(*) > 1
 """,
 )
 
+HOST_CLOCKS = View(
+    name="host_clock_offsets",
+    key=("host",),
+    row="host whose job logs can be set against Slurm's start times",
+    depends_on=("events", "attempts"),
+    columns=(
+        Column("host", S, "Host."),
+        Column("jobs", I64, "Jobs compared: the host's first job-log line against the "
+               "job's first start in sacct.", minimum=1),
+        Column("offset_seconds", F64, "Median of (first line on the host - Slurm's start "
+               "time): start-up time on a host whose clock agrees with the controller."),
+        Column("skew_seconds", F64, "offset_seconds minus the median of all hosts': how "
+               "far this host's clock runs ahead (positive) or behind the cluster's."),
+    ),
+    # The host's clock stamps its job-log lines; the controller's clock stamps sacct's
+    # Start. Every host of a job starts within seconds, so a host whose lines begin
+    # hours after (or before) the others' has a clock, or a zone, of its own.
+    sql="""
+WITH first_line AS (
+    SELECT host, job_id, min(ts) AS first_ts FROM events
+    WHERE source IN ('job', 'trainer') AND ts_quality IN ('exact', 'assumed_tz')
+      AND host IS NOT NULL AND job_id IS NOT NULL
+    GROUP BY host, job_id),
+job_start AS (SELECT job_id, min(started_at) AS started_at FROM attempts GROUP BY job_id),
+per_host AS (
+    SELECT f.host, count(*) AS jobs,
+           median(epoch(f.first_ts) - epoch(j.started_at)) AS offset_seconds
+    FROM first_line f JOIN job_start j USING (job_id)
+    GROUP BY f.host)
+SELECT host, jobs, offset_seconds,
+       offset_seconds - median(offset_seconds) OVER () AS skew_seconds
+FROM per_host
+""",
+)
+
 VIEWS: tuple[View, ...] = (BREAKDOWN, FAILURES_PER_DAY, EFFECTIVE_TRAINING_TIME, MTBF,
-                           RECURRING_CULPRITS)
+                           RECURRING_CULPRITS, HOST_CLOCKS)
 
 
 def table(name: str) -> Table:
