@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import duckdb
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -97,13 +98,19 @@ def _fmt(v: float | None, spec: str = ".1f") -> str:
 
 
 def render_table(data: dict[str, Any], console: Console) -> None:
+    """The breakdown as a terminal table; fits 80 columns with the comparison."""
     pub = {r["component"]: r for r in data.get("published", {}).get("rows", [])}
-    t = Table(title=f"Root causes of interruptions - run {data['run']}")
-    for col in ("Component", "Category", "Interruptions", "%"):
-        t.add_column(col, justify="right" if col in ("Interruptions", "%") else "left")
+    t = Table(title=f"Root causes of interruptions - run {data['run']}",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("Component", min_width=18)
+    t.add_column("Category", max_width=12, overflow="ellipsis", no_wrap=True, style="dim")
+    t.add_column("Count", justify="right")
+    t.add_column("%", justify="right")
     if pub:
-        for col in ("Llama 3", "% printed", "% recomputed"):
+        for col in ("Llama 3", "printed", "recomp."):
             t.add_column(col, justify="right", style="dim")
+        t.caption = ("Llama 3: Table 5's count; printed: its % as printed; recomp.: its % "
+                     "recomputed from the counts")
     for r in data["rows"]:
         cells = [r["component"], r["category"], str(r["interruptions"]),
                  _fmt(r["percent"])]
