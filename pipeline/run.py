@@ -115,7 +115,7 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
         if parser is None:
             continue
         try:
-            data, _ = read_bytes(path)
+            data, _, _ = read_bytes(path)
         except OSError:  # vanished or unreadable since discovery: the parse says so
             continue
         if data[:2] == b"\x1f\x8b":

@@ -24,19 +24,30 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from faultline.pipeline.fileparse import BatchItem, parse_batch
+from faultline.pipeline.fileparse import MAX_PLAIN_BYTES, BatchItem, parse_batch
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import TABLES
 
 
-def read_bytes(path: str) -> tuple[bytes, float | None]:
-    """A file's bytes as stored, and its modification time where the filesystem has one."""
+def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
+               ) -> tuple[bytes, float | None, str | None]:
+    """A file's bytes as stored, its modification time where the filesystem has one,
+    and what went wrong reading it whole.
+
+    A worker holds a whole file (and its decoded text) in memory, so a file over
+    ``limit`` bytes, the same bound gzip content gets, is cut at its last line end
+    before the limit instead of taking the worker, and the whole ingest, down."""
     if "://" not in path:
         with open(path, "rb") as f:
-            data = f.read()
-        return data, os.stat(path).st_mtime
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return f.read(), None
+            data = f.read(limit + 1)
+        mtime: float | None = os.stat(path).st_mtime
+    else:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            data, mtime = f.read(limit + 1), None
+    if len(data) <= limit:
+        return data, mtime, None
+    cut = data.rfind(b"\n", 0, limit) + 1 or limit
+    return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
 
 
 class ParseFiles(beam.DoFn):
@@ -61,11 +72,11 @@ def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
             yield path[0], b"", None, path[1]
             continue
         try:
-            data, mtime = read_bytes(path)
+            data, mtime, problem = read_bytes(path)
         except OSError as exc:  # vanished or unreadable since discovery
             yield path, b"", None, f"unreadable: {exc.strerror or exc}"
         else:
-            yield path, data, mtime
+            yield (path, data, mtime) if problem is None else (path, data, mtime, problem)
 
 
 class WriteShards(beam.DoFn):

@@ -206,8 +206,8 @@ class _Bytes:
     def __init__(self, data: bytes) -> None:
         self.data = data
 
-    def read(self) -> bytes:
-        return self.data
+    def read(self, size: int = -1) -> bytes:
+        return self.data if size < 0 else self.data[:size]
 
     def __enter__(self) -> _Bytes:
         return self
@@ -550,3 +550,20 @@ def test_two_workers_give_the_tables_of_one(tmp_path, repo_root):
     assert dumps[0]["events"] and dumps[0]["rejects"] and dumps[0]["interruptions"]
     assert {t: len(v) for t, v in dumps[1].items()} == {t: len(v) for t, v in dumps[0].items()}
     assert dumps[1] == dumps[0]
+
+
+def test_a_file_over_the_size_bound_is_cut_at_a_line_end(tmp_path):
+    """A worker holds a file in memory whole: past the bound (1 GiB; 100 bytes here)
+    the file is read up to its last line end before the bound, and says so."""
+    path = tmp_path / "kern.log"
+    line = b"2024-12-30T06:00:00.000000+00:00 node0001 kernel: routine line\n"
+    path.write_bytes(line * 10)
+    data, _mtime, problem = transforms.read_bytes(str(path), limit=100)
+    assert data == line  # the second line would end past byte 100
+    assert problem == f"file over 100 bytes: only its first {len(line)} bytes read"
+    data, _mtime, problem = transforms.read_bytes(str(path), limit=len(line) * 10)
+    assert (len(data), problem) == (len(line) * 10, None)
+    no_newline = tmp_path / "blob.bin"
+    no_newline.write_bytes(b"x" * 500)
+    data, _mtime, problem = transforms.read_bytes(str(no_newline), limit=100)
+    assert len(data) == 100 and "only its first 100 bytes" in problem
