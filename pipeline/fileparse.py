@@ -33,6 +33,8 @@ from faultline.pipeline.parsers import (
     inventory,
     joblog,
     kernel,
+    nvbugreport,
+    nvsmi,
     sacct,
     sel,
     slurmctld,
@@ -58,6 +60,8 @@ PARSERS = {
     "sacct": sacct.parse,
     "slurmctld": slurmctld.parse,
     "hosts": hosts.parse,
+    "nvidia_smi": nvsmi.parse,
+    "nvidia_bug_report": nvbugreport.parse,
 }
 SNIFF_BYTES = 1 << 16
 # A line longer than this is cut to it before parsing (see cap_lines).
@@ -343,7 +347,7 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
         head = split_lines(text[:SNIFF_BYTES])
     source = sniff(head, path)
     ctx = context_from_path(path, settings.tz)
-    if source == "kernel":
+    if source in ("kernel", "nvidia_bug_report"):
         ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
                            syslog_year(text, settings, mtime))
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
