@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import functools
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, available_timezones
 
 OFFSET_STEP_S = 900  # every UTC offset in use today is a multiple of 15 minutes
-TOLERANCE_S = 300  # lag allowed between two stamps of one instant (job start-up)
+TOLERANCE_S = 300  # start-up lag allowed between sacct's Start and a job log's first line
+JITTER_S = 60  # disagreement allowed between two clocks stamping the same instant
 NOISE_SHARE = 0.02  # share of hour buckets a fitting zone may disagree with (odd jobs)
 HOUR_US = 3_600_000_000
 PAD_US = 14 * HOUR_US  # the window of zone-less times is itself read in an unknown zone
@@ -46,7 +48,7 @@ PREFERRED = (
     "Europe/Lisbon", "Europe/Paris", "Europe/Berlin", "Europe/Amsterdam", "Europe/Zurich",
     "Europe/Helsinki", "Europe/Athens", "Europe/Moscow", "Europe/Istanbul", "Asia/Dubai",
     "Asia/Kolkata", "Asia/Singapore", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei",
-    "Asia/Seoul", "Asia/Tokyo", "Australia/Perth", "Australia/Adelaide",
+    "Asia/Tokyo", "Asia/Seoul", "Australia/Perth", "Australia/Adelaide",
     "Australia/Brisbane", "Australia/Sydney", "Australia/Melbourne", "Pacific/Auckland",
     "Africa/Johannesburg", "Asia/Jerusalem",
 )
@@ -93,14 +95,20 @@ def format_offset(seconds: int) -> str:
     return f"{sign}{h:02d}:{m:02d}"
 
 
-def rounded(offset_s: float) -> int | None:
-    """The zone offset a measured one stands for: the nearest multiple of 15 minutes,
-    or None when the measurement is further than :data:`TOLERANCE_S` from any (a job
-    log that began minutes after its start says nothing reliable)."""
-    step = round(offset_s / OFFSET_STEP_S) * OFFSET_STEP_S
-    if abs(offset_s - step) > TOLERANCE_S or abs(step) > 18 * 3600:
-        return None
-    return int(step)
+def rounded(offset_s: float, kind: str = "offset") -> int | None:
+    """The zone offset a measured one stands for (a multiple of 15 minutes), or None.
+
+    Two stamps of one line (``offset``, ``line``) agree to within :data:`JITTER_S`. A
+    job log begins after sacct's Start, so a ``job start`` measurement is the offset
+    minus a start-up lag of up to :data:`TOLERANCE_S`; a job log that began later than
+    that says nothing reliable (and must not pass for the next quarter hour)."""
+    if kind == "job start":
+        step = math.ceil((offset_s - JITTER_S) / OFFSET_STEP_S) * OFFSET_STEP_S
+        ok = step <= offset_s + TOLERANCE_S
+    else:
+        step = round(offset_s / OFFSET_STEP_S) * OFFSET_STEP_S
+        ok = abs(offset_s - step) <= JITTER_S
+    return int(step) if ok and abs(step) <= 18 * 3600 else None
 
 
 def bucketize(obs: Iterable[Observation]) -> list[tuple[int, int]]:
@@ -110,7 +118,7 @@ def bucketize(obs: Iterable[Observation]) -> list[tuple[int, int]]:
     change keeps both of its offsets."""
     groups: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for o in obs:
-        off = rounded(o.offset_s)
+        off = rounded(o.offset_s, o.kind)
         if off is not None:
             groups[(o.kind, o.at_us // HOUR_US)].append((o.at_us, off))
     out = []
@@ -172,7 +180,7 @@ def infer_zone(obs: Iterable[Observation], window: tuple[int, int] | None = None
     offset): then :func:`canonical` names the one to use.
     """
     obs = list(obs)
-    evidence = Counter(o.kind for o in obs if rounded(o.offset_s) is not None)
+    evidence = Counter(o.kind for o in obs if rounded(o.offset_s, o.kind) is not None)
     cells = bucketize(obs)
     if not cells:
         return ZoneFit("none", evidence=dict(evidence))
