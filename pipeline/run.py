@@ -67,11 +67,12 @@ class IngestSummary:
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+        # the zone goes last, inside the parentheses: the counts keep their places
+        phases = "; ".join(p for p in (phases, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
-                + (f" ({phases})" if phases else "")
-                + (f"; {self.zone_note}" if self.zone_note else ""))
+                + (f" ({phases})" if phases else ""))
 
 
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:

@@ -155,10 +155,18 @@ def _spread(items: list, n: int) -> list:
     return [items[round(i * step)] for i in range(n)]
 
 
+def _head(path: str, n: int) -> bytes:
+    """The first ``n`` bytes of a file (local, or through Beam's filesystems)."""
+    if "://" in path:
+        return read_bytes(path, n)[0]
+    with Path(path).open("rb") as f:
+        return f.read(n)
+
+
 def _chunks(path: str, tail: bool) -> list[list[str]]:
     """Lines of a file's head (and, for a plain local file, its tail)."""
     try:
-        data, _, _ = read_bytes(path, CHUNK * (8 if path.endswith(".gz") else 1))
+        data = _head(path, CHUNK * (8 if path.endswith(".gz") else 1))
         out = []
         if data[:2] == b"\x1f\x8b":
             data, _ = gunzip(data, CHUNK)

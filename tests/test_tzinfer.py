@@ -194,9 +194,9 @@ def test_job_starts_and_first_collector_stamps():
 # --- the decision on small corpora ------------------------------------------------------
 
 def _corpus(root: Path, zone: str, days: int, start: str = "2024-10-30T08:00:00",
-            kernel_offsets: bool = True) -> list[str]:
-    """Jobs every 6 hours (sacct in local time, job logs stamped by a UTC collector)
-    and a kernel log per day (RFC 3339 with offsets, or RFC 3164)."""
+            kernel_offsets: bool = True, log_days: int | None = None) -> list[str]:
+    """Jobs every 6 hours (sacct in local time, job logs stamped by a UTC collector
+    for the first ``log_days``) and a kernel log (RFC 3339 with offsets, or RFC 3164)."""
     z = dt.UTC
     rows = ["JobID|JobName|State|Start|End|NodeList"]
     t0 = dt.datetime.fromisoformat(start).replace(tzinfo=z)
@@ -205,6 +205,8 @@ def _corpus(root: Path, zone: str, days: int, start: str = "2024-10-30T08:00:00"
         local = t.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
         rows.append(f"{100 + i}|train|COMPLETED|{local:%Y-%m-%dT%H:%M:%S}|"
                     f"{local + dt.timedelta(hours=5):%Y-%m-%dT%H:%M:%S}|gpu-001")
+        if log_days is not None and i >= log_days * 4:
+            continue
         job = root / "jobs" / str(100 + i) / "gpu-001.log"
         job.parent.mkdir(parents=True)
         job.write_text(f"{t + dt.timedelta(seconds=12):%Y-%m-%dT%H:%M:%S.%fZ} gpu-001:2:3 "
@@ -240,6 +242,18 @@ def test_job_starts_alone_before_the_change_stop_with_the_candidates(tmp_path):
                                          utc_us("2024-11-08T00:00:00")))
     assert d.error and "America/Los_Angeles" in d.error and "America/Phoenix" in d.error
     assert "pass --tz" in d.error
+
+
+def test_cli_stops_before_writing_and_names_the_zones(tmp_path):
+    # Job logs for the first three days only, sacct through the DST change: -07:00
+    # is Los Angeles or Phoenix, and sacct's later times read differently in each.
+    corpus = tmp_path / "c"
+    _corpus(corpus, "America/Los_Angeles", 8, kernel_offsets=False, log_days=3)
+    db = tmp_path / "x.duckdb"
+    r = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(db)])
+    assert r.exit_code == 2, r.output
+    assert "America/Los_Angeles" in r.output and "America/Phoenix" in r.output
+    assert "--tz" in r.output and not db.exists()
 
 
 def test_a_given_zone_wins_but_is_warned_about(tmp_path):
