@@ -297,3 +297,25 @@ def test_cli_rejects_a_misspelt_zone_with_suggestions(tmp_path):
                                  "--tz", "Europe/Berln"])
     assert r.exit_code == 2 and "Europe/Berlin" in r.output
     assert not (tmp_path / "x.db").exists()
+
+
+def test_rotated_gzip_kernel_logs_are_read_too(tmp_path):
+    import gzip
+
+    log = tmp_path / "hosts" / "h1" / "kern.log.2.gz"
+    log.parent.mkdir(parents=True)
+    lines = [f"2024-03-09T{h:02d}:00:00.000000-05:00 h1 kernel: x" for h in range(24)]
+    log.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    ev = gather([str(log)])
+    assert len(ev.observations) == 24 and not ev.zoneless
+    assert {o.offset_s for o in ev.observations} == {-18000}
+
+
+def test_the_fingerprint_says_how_the_zone_was_chosen():
+    from faultline.pipeline.settings import IngestSettings
+
+    given = IngestSettings(tz="America/Los_Angeles").fingerprint
+    inferred = IngestSettings(tz="America/Los_Angeles", tz_how="inferred").fingerprint
+    assert "tz=America/Los_Angeles;" in given
+    assert "tz=America/Los_Angeles (inferred);" in inferred
+    assert "tz=UTC (assumed);" in IngestSettings(tz_how="assumed").fingerprint
