@@ -38,6 +38,7 @@ from faultline.pipeline.text import decode, split_lines
 from faultline.pipeline.timeutil import in_range, parse_iso
 from faultline.pipeline.transforms import read_bytes
 from faultline.pipeline.tzinfer import (
+    KIND_WORDS,
     Observation,
     ZoneFit,
     agreement,
@@ -201,8 +202,9 @@ def gather(paths: list[str]) -> Evidence:
             kernel.append(path)
         elif hint == "job":
             job = context_from_path(path, "UTC").job_id
-            if job and job not in jobs and not path.rsplit("/", 1)[-1].startswith("train"):
-                jobs[job] = path
+            if job and not path.rsplit("/", 1)[-1].startswith("train") \
+                    and (job not in jobs or path < jobs[job]):
+                jobs[job] = path  # the same one whichever order discovery gave
     for path in _spread(sorted(kernel), MAX_FILES):
         for lines in _chunks(path, tail=True):
             found = offsets_in(lines)
@@ -228,6 +230,19 @@ def _chunks_whole(path: str) -> list[list[str]]:
     if data[:2] == b"\x1f\x8b":
         data, _ = gunzip(data)
     return [split_lines(decode(data))]
+
+
+def per_kind(obs: list[Observation], window: tuple[int, int] | None
+             ) -> list[tuple[str, str]]:
+    """(kind, zone) for each kind of evidence that names a zone on its own: when the
+    kinds disagree, which zone each source is in (sacct's Start is the controller's
+    clock, RFC 3339 offsets the hosts' syslog)."""
+    out = []
+    for kind in KIND_WORDS:
+        fit = infer_zone([o for o in obs if o.kind == kind], window)
+        if fit.status == "inferred" and fit.zone is not None:
+            out.append((kind, fit.zone))
+    return out
 
 
 @dataclass(frozen=True)
@@ -276,7 +291,9 @@ def decide_zone(paths: list[str], tz: str | None,
                f"{fit.offsets_words()}, from {fit.evidence_words()})")
     else:
         why = (f"no single zone fits the offsets seen ({fit.offsets_words()}, from "
-               f"{fit.evidence_words()}): hosts in several zones, or clocks off")
+               f"{fit.evidence_words()}): hosts in several zones, or clocks off"
+               + "".join(f"; {KIND_WORDS[k]} alone point to {z}"
+                         for k, z in per_kind(ev.observations, window or ev.window)))
     return ZoneDecision("UTC", "assumed", "", error=f"{why}; pass --tz ZONE", fit=fit)
 
 

@@ -256,6 +256,18 @@ def test_cli_stops_before_writing_and_names_the_zones(tmp_path):
     assert "--tz" in r.output and not db.exists()
 
 
+def test_hosts_on_utc_and_a_controller_in_local_time_name_each_zone(tmp_path):
+    paths = _corpus(tmp_path, "Asia/Tokyo", 2, kernel_offsets=False)
+    kern = tmp_path / "hosts" / "gpu-002" / "kern.log"
+    kern.parent.mkdir(parents=True)
+    kern.write_text("".join(f"2024-10-3{d}T{h:02d}:00:00+00:00 gpu-002 kernel: x\n"
+                            for d in (0, 1) for h in range(24)))
+    d = decide_zone([*paths, str(kern)], None)
+    assert d.error and "no single zone fits" in d.error
+    assert "job starts alone point to Asia/Tokyo" in d.error
+    assert "RFC 3339 offsets alone point to UTC" in d.error
+
+
 def test_a_given_zone_wins_but_is_warned_about(tmp_path):
     paths = _corpus(tmp_path, "Asia/Tokyo", 2)
     d = decide_zone(paths, "utc")
