@@ -331,3 +331,13 @@ def test_the_fingerprint_says_how_the_zone_was_chosen():
     assert "tz=America/Los_Angeles;" in given
     assert "tz=America/Los_Angeles (inferred);" in inferred
     assert "tz=UTC (assumed);" in IngestSettings(tz_how="assumed").fingerprint
+
+
+def test_cli_accepts_utc_in_any_case_and_warns_against_the_evidence(tmp_path):
+    corpus = tmp_path / "c"
+    _corpus(corpus, "Asia/Tokyo", 2)
+    r = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(tmp_path / "x.duckdb"),
+                                 "--tz", "utc"])
+    assert r.exit_code == 0, r.output
+    assert "zone UTC (--tz)" in r.output
+    assert "warning: --tz UTC disagrees" in r.output and "Asia/Tokyo" in r.output
