@@ -9,7 +9,8 @@ functions are pure; only :func:`gather` reads files.
 What pairs an instant (shapes as in ``docs/corpus.md``):
 
 - an RFC 3339 stamp with a numeric offset (``2024-11-04T07:13:25.661407-08:00 host
-  kernel: ...``, rsyslog / journalctl ``short-iso``): the host's own offset;
+  kernel: ...``, rsyslog / journalctl ``short-iso``; ``dmesg --time-format iso``, with
+  or without ``--decode``): the host's own offset;
 - a collector's UTC stamp in front of the process's local one, in one line
   (``2024-11-01T16:22:35.716505Z W1101 09:22:35.716505 ...`` glog,
   ``...Z [2024-11-01 09:22:35] host:pid:tid [0] NCCL WARN ...``, ``...Z 2024-11-01
@@ -53,7 +54,8 @@ WARN_SHARE = 0.1  # a --tz disagreeing with this share of the evidence is warned
 ZONELESS_HINTS = ("sacct", "slurmctld", "sel", "trainer")
 
 _OFFSET_STAMP = re.compile(
-    r"^\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)([+-]\d\d:?\d\d)[\] ]")
+    r"^(?:[a-z]+ *:[a-z]+ *: )?"  # dmesg --decode: "kern  :warn  : "
+    r"\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)([+-]\d\d:?\d\d)[\] ]")
 _Z_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z) ")
 _LOCAL_AFTER_Z = re.compile(
     r"(?:\[(?:rank|default)\d+\]:\[?)?"

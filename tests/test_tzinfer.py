@@ -341,3 +341,16 @@ def test_cli_accepts_utc_in_any_case_and_warns_against_the_evidence(tmp_path):
     assert r.exit_code == 0, r.output
     assert "zone UTC (--tz)" in r.output
     assert "warning: --tz UTC disagrees" in r.output and "Asia/Tokyo" in r.output
+
+
+def test_real_dmesg_iso_lines_are_offsets(shared_dir):
+    """``dmesg --decode --time-format iso`` from leptonai/gpud (Apache-2.0, commit
+    4a8de33a, components/memory/testdata/dmesg.decode.iso.log; see
+    ../shared/peer-data/SOURCES.md): every stamped line says +00:00."""
+    path = (shared_dir / "peer-data" / "gpud" / "components" / "memory" / "testdata"
+            / "dmesg.decode.iso.log")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    got = offsets_in(lines)
+    stamped = [ln for ln in lines if ": 20" in ln[:20]]
+    assert got and len(got) == len(stamped) and {o.offset_s for o in got} == {0}
+    assert got[0].at_us == utc_us("2025-01-21T04:41:44") + 283302
