@@ -49,6 +49,7 @@ from faultline.pipeline.tzinfer import (
 
 CHUNK = 32 * 1024  # bytes read from the head (and tail) of a sampled file
 MAX_FILES = 600  # kernel files, and jobs, sampled per corpus (spread over all of them)
+HOSTS_PER_JOB = 3  # job logs read per sampled job
 LINES_PER_CHUNK = 40  # lines of a chunk looked at
 WARN_SHARE = 0.1  # a --tz disagreeing with this share of the evidence is warned about
 ZONELESS_HINTS = ("sacct", "slurmctld", "sel", "trainer")
@@ -84,8 +85,9 @@ def offsets_in(lines: Iterable[str]) -> list[Observation]:
     return out
 
 
-def paired_in(lines: Iterable[str]) -> list[Observation]:
-    """Lines that carry a collector's UTC stamp and the writer's local stamp."""
+def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observation]:
+    """Lines that carry a collector's UTC stamp and the writer's local stamp (``group``:
+    the job they belong to, which votes as one)."""
     out = []
     for line in lines:
         m = _Z_STAMP.match(line)
@@ -99,7 +101,7 @@ def paired_in(lines: Iterable[str]) -> list[Observation]:
             continue
         wall = _wall_us(local, utc[0])
         if wall is not None:
-            out.append(Observation(utc[0], (wall - utc[0]) / _US, "line"))
+            out.append(Observation(utc[0], (wall - utc[0]) / _US, "line", group))
     return out
 
 
@@ -158,6 +160,13 @@ def _spread(items: list, n: int) -> list:
     return [items[round(i * step)] for i in range(n)]
 
 
+def _hosts_of(logs: list[str], n: int) -> list[str]:
+    """:data:`HOSTS_PER_JOB` of one job's logs, a different choice for the ``n``-th job:
+    one host whose clock is off is outvoted in its hour, and no host is always read."""
+    k = min(HOSTS_PER_JOB, len(logs))
+    return sorted({logs[(n + j * len(logs) // k) % len(logs)] for j in range(k)})
+
+
 def _head(path: str, n: int) -> bytes:
     """The first ``n`` bytes of a file (local, or through Beam's filesystems)."""
     if "://" in path:
@@ -191,7 +200,7 @@ def gather(paths: list[str]) -> Evidence:
     zoneless = False
     starts: dict[str, int] = {}
     kernel: list[str] = []
-    jobs: dict[str, str] = {}  # job id -> one of its job logs
+    jobs: dict[str, list[str]] = {}  # job id -> its job logs (one per host)
     for path in paths:
         hint = path_hint(path)
         if hint in ZONELESS_HINTS:
@@ -204,21 +213,23 @@ def gather(paths: list[str]) -> Evidence:
             kernel.append(path)
         elif hint == "job":
             job = context_from_path(path, "UTC").job_id
-            if job and not path.rsplit("/", 1)[-1].startswith("train") \
-                    and (job not in jobs or path < jobs[job]):
-                jobs[job] = path  # the same one whichever order discovery gave
+            if job and not path.rsplit("/", 1)[-1].startswith("train"):
+                jobs.setdefault(job, []).append(path)
     for path in _spread(sorted(kernel), MAX_FILES):
         for lines in _chunks(path, tail=True):
             found = offsets_in(lines)
             obs += found
             if lines and not found and not any(_RFC3339_HEAD.match(ln) for ln in lines):
                 zoneless = True  # RFC 3164 syslog, dmesg -T
-    for job in _spread(sorted(jobs, key=lambda j: (starts.get(j, 0), j)), MAX_FILES):
-        for lines in _chunks(jobs[job], tail=False):
-            obs += paired_in(lines)
-            first = first_collector_stamp(lines)
-            if first is not None and job in starts:
-                obs.append(Observation(first, (starts[job] - first) / _US, "job start"))
+    ordered = sorted(jobs, key=lambda j: (starts.get(j, 0), j))
+    for n, job in enumerate(_spread(ordered, MAX_FILES)):
+        for path in _hosts_of(sorted(jobs[job]), n):
+            for lines in _chunks(path, tail=False):
+                obs += paired_in(lines, group=job)
+                first = first_collector_stamp(lines)
+                if first is not None and job in starts:
+                    obs.append(Observation(first, (starts[job] - first) / _US,
+                                           "job start", group=job))
     window = (min(starts.values()), max(starts.values())) if starts else None
     return Evidence(obs, zoneless, window)
 

@@ -63,6 +63,8 @@ class Observation:
     at_us: int  # the instant, epoch microseconds UTC
     offset_s: float  # local wall clock minus UTC at that instant, as measured
     kind: str  # a key of KIND_WORDS
+    # what votes together (a job: its hosts' logs); None: the UTC hour of ``at_us``
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,21 +114,23 @@ def rounded(offset_s: float, kind: str = "offset") -> int | None:
 
 
 def bucketize(obs: Iterable[Observation]) -> list[tuple[int, int]]:
-    """(instant, offset) per (kind, UTC hour): the most common rounded offset of the
-    bucket and the first instant that showed it. One bucket per hour keeps thousands
-    of lines of one file from outvoting the rest, and a day with a daylight-saving
-    change keeps both of its offsets."""
-    groups: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    """(instant, offset) per (kind, group or UTC hour), in time order: the most common
+    rounded offset of the bucket and the first instant that showed it. One bucket per
+    hour keeps thousands of lines of one file from outvoting the rest, and a day with a
+    daylight-saving change keeps both of its offsets; one bucket per job lets the
+    hosts of a job outvote one whose clock is off (its stamps fall in other hours)."""
+    groups: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     for o in obs:
         off = rounded(o.offset_s, o.kind)
         if off is not None:
-            groups[(o.kind, o.at_us // HOUR_US)].append((o.at_us, off))
+            key = f"g{o.group}" if o.group is not None else f"h{o.at_us // HOUR_US}"
+            groups[(o.kind, key)].append((o.at_us, off))
     out = []
     for key in sorted(groups):
         items = groups[key]
         top, _ = Counter(off for _, off in items).most_common(1)[0]
         out.append((min(t for t, off in items if off == top), top))
-    return out
+    return sorted(out)
 
 
 @functools.lru_cache(maxsize=1)

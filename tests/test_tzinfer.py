@@ -125,6 +125,22 @@ def test_one_odd_bucket_in_a_hundred_is_noise():
     assert fit.status == "inferred" and fit.zone == "Asia/Tokyo" and fit.mismatched == 1
 
 
+def test_the_hosts_of_a_job_outvote_one_whose_clock_is_off():
+    # Per job: two hosts start 20 s after sacct's Start; the third's collector clock
+    # runs 2 h ahead, so its first line lands two hours later (another hour bucket).
+    obs = []
+    for j in range(30):
+        t = utc_us("2024-06-01T00:00:00") + j * 6 * HOUR_US
+        obs += [Observation(t + 20 * US, -20, "job start", str(j)),
+                Observation(t + 21 * US, -21, "job start", str(j)),
+                Observation(t + 2 * HOUR_US + 20 * US, -7220, "job start", str(j))]
+    fit = infer_zone(obs)
+    assert fit.status == "inferred" and fit.zone == "UTC" and fit.mismatched == 0
+    # Voting by hour instead, the skewed host's starts would stand alone and win.
+    by_hour = [Observation(o.at_us, o.offset_s, o.kind) for o in obs]
+    assert infer_zone(by_hour).status == "no fit"
+
+
 def test_hosts_in_two_zones_fit_no_zone():
     obs = observed("Europe/Berlin", "2024-06-01T00:00:00", 48)
     obs += observed("America/New_York", "2024-06-01T00:00:00", 48, kind="job start")
