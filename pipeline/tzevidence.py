@@ -130,15 +130,20 @@ def first_collector_stamp(lines: Iterable[str]) -> int | None:
     return None
 
 
-def job_starts(text: str, path: str) -> dict[str, int]:
-    """First start of each job in a sacct dump, its local wall time read as UTC."""
+def job_starts(text: str, path: str) -> tuple[dict[str, int], list[int]]:
+    """First start of each job in a sacct dump, its local wall time read as UTC; and
+    every start and end time (the span the dump's zone-less times cover)."""
     fp = sacct.parse(text, ParseContext(path=path, tz="UTC"))
     starts: dict[str, int] = {}
+    times: list[int] = []
     for e in fp.events:
         start, job = e.attrs.get("start"), e.job_id
-        if e.kind == "job_record" and isinstance(start, int) and job:
+        if e.kind != "job_record":
+            continue
+        times += [v for k in ("start", "end") if isinstance(v := e.attrs.get(k), int)]
+        if isinstance(start, int) and job:
             starts[job] = min(start, starts.get(job, start))
-    return starts
+    return starts, times
 
 
 @dataclass
@@ -147,8 +152,8 @@ class Evidence:
 
     observations: list[Observation]
     zoneless: bool  # files whose times carry no zone (sacct, syslog, dmesg -T, ...)
-    # first and last job start (local wall time read as UTC): the span zone-less times
-    # cover, which the zone must read unambiguously
+    # first and last sacct Start/End (local wall time read as UTC): the span zone-less
+    # times cover, which the zone must read unambiguously
     window: tuple[int, int] | None = None
 
 
@@ -199,6 +204,7 @@ def gather(paths: list[str]) -> Evidence:
     obs: list[Observation] = []
     zoneless = False
     starts: dict[str, int] = {}
+    span: tuple[int, int] | None = None  # first and last sacct Start/End
     kernel: list[str] = []
     jobs: dict[str, list[str]] = {}  # job id -> its job logs (one per host)
     for path in paths:
@@ -207,8 +213,12 @@ def gather(paths: list[str]) -> Evidence:
             zoneless = True
         if hint == "sacct":
             for lines in _chunks_whole(path):
-                for job, t in job_starts("\n".join(lines), path).items():
+                found, times = job_starts("\n".join(lines), path)
+                for job, t in found.items():
                     starts[job] = min(t, starts.get(job, t))
+                if times:
+                    lo, hi = min(times), max(times)
+                    span = (lo, hi) if span is None else (min(span[0], lo), max(span[1], hi))
         elif hint == "kernel":
             kernel.append(path)
         elif hint == "job":
@@ -230,8 +240,7 @@ def gather(paths: list[str]) -> Evidence:
                 if first is not None and job in starts:
                     obs.append(Observation(first, (starts[job] - first) / _US,
                                            "job start", group=job))
-    window = (min(starts.values()), max(starts.values())) if starts else None
-    return Evidence(obs, zoneless, window)
+    return Evidence(obs, zoneless, span)
 
 
 def _chunks_whole(path: str) -> list[list[str]]:

@@ -202,7 +202,9 @@ def test_job_starts_and_first_collector_stamps():
                   "7|train|FAILED|2024-11-01T09:22:10|2024-11-01T10:00:00|gpu-001\n"
                   "7.batch|batch|FAILED|2024-11-01T09:22:10|2024-11-01T10:00:00|gpu-001\n"
                   "8|train|PENDING|Unknown|Unknown|None\n")
-    assert job_starts(sacct_text, "sacct.txt") == {"7": utc_us("2024-11-01T09:22:10")}
+    assert job_starts(sacct_text, "sacct.txt") == (
+        {"7": utc_us("2024-11-01T09:22:10")},
+        [utc_us("2024-11-01T09:22:10"), utc_us("2024-11-01T10:00:00")])
     lines = ["[rank0]: no stamp", "2024-11-01T16:22:35.5Z W1101 09:22:35 1 x] y"]
     assert first_collector_stamp(lines) == utc_us("2024-11-01T16:22:35") + 500_000
 
@@ -282,6 +284,16 @@ def test_hosts_on_utc_and_a_controller_in_local_time_name_each_zone(tmp_path):
     assert d.error and "no single zone fits" in d.error
     assert "job starts alone point to Asia/Tokyo" in d.error
     assert "RFC 3339 offsets alone point to UTC" in d.error
+
+
+def test_a_job_that_ends_after_the_change_makes_the_evidence_ambiguous(tmp_path):
+    paths = _corpus(tmp_path, "America/Los_Angeles", 3, kernel_offsets=False)
+    assert decide_zone(paths, None).zone == "America/Los_Angeles"  # all before the change
+    sacct_file = tmp_path / "slurm" / "sacct.txt"
+    with sacct_file.open("a") as f:
+        f.write("999|train|COMPLETED|2024-11-01T10:00:00|2024-11-06T10:00:00|gpu-001\n")
+    d = decide_zone(paths, None)
+    assert d.error and "America/Phoenix" in d.error
 
 
 def test_a_given_zone_wins_but_is_warned_about(tmp_path):
