@@ -98,12 +98,29 @@ DbOption = Annotated[
 ]
 
 
+def _zone_option(value: str | None) -> str | None:
+    """``--tz``: any case of a zone's name, ``utc``/``Z``; a typo names close matches."""
+    from faultline.pipeline.tzinfer import UnknownZone, normalize_zone
+
+    if value is None:
+        return None
+    try:
+        return normalize_zone(value)
+    except UnknownZone as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 @app.command()
 def ingest(
     corpus: Annotated[list[Path], typer.Argument(help="Corpus directories or files.")],
     db: DbOption,
-    tz: Annotated[str, typer.Option(help="Zone of times that carry none (IANA name).")]
-    = "UTC",
+    tz: Annotated[str | None, typer.Option(
+        callback=_zone_option,
+        help="Zone of times that carry none: an IANA name (America/Los_Angeles) or UTC. "
+        "Default: inferred from the times that carry a zone (RFC 3339 offsets, UTC "
+        "collector stamps against local ones, job starts); UTC when none do; ingest "
+        "stops and names the candidates when the corpus is ambiguous.")]
+    = None,
     year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
                                              "(default: inferred from the corpus).")]
     = None,
@@ -148,6 +165,8 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())
+    if summary.zone_warning:
+        err.print(f"[yellow]warning:[/] {escape(summary.zone_warning)}")
     if summary.problems:
         err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
                   "or were not followed; files.problem says why for each")
@@ -249,7 +268,7 @@ def simulate(
     from faultline.simulate.config import load_preset
 
     try:
-        load_preset(preset)
+        zone = load_preset(preset).tz
     except ValueError as exc:
         err.print(f"[bold red]faultline simulate:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -266,7 +285,8 @@ def simulate(
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "
                f"{100 * result.effective_training_time:.1f}%, {result.seconds:.1f} s -> "
-               f"{out}/corpus (truth in {out}/truth)")
+               f"{out}/corpus (truth in {out}/truth); times without a zone are in "
+               f"{zone} (ingest infers it, or pass --tz {zone})")
 
 
 @app.command()

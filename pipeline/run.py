@@ -35,6 +35,7 @@ from faultline.pipeline.sniff import path_hint
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
+from faultline.pipeline.tzevidence import decide_zone
 from faultline.schemas.ddl import SchemaMismatch
 
 # A host whose job logs start this much earlier or later than the other hosts' (median
@@ -62,9 +63,13 @@ class IngestSummary:
     problems: int = 0  # files with files.problem set (unreadable, cut, not followed...)
     # (host, seconds ahead of the cluster, jobs compared) for clocks that disagree
     skewed_clocks: list[tuple[str, float, int]] = field(default_factory=list)
+    zone_note: str = ""  # which zone zone-less times were read in, and why
+    zone_warning: str | None = None  # --tz given against the corpus's evidence
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+        # the zone goes last, inside the parentheses: the counts keep their places
+        phases = "; ".join(p for p in (phases, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
@@ -136,7 +141,7 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     return (lo, hi) if lo is not None else None
 
 
-def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = None,
+def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
@@ -149,6 +154,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     interruptions rebuilt in one DuckDB transaction, so a run killed at any point
     leaves the database as the last complete run left it (the next run redoes the
     work), and two runs on one database never interleave (:func:`exclusive`).
+    ``tz`` None: the zone of zone-less times is inferred from the corpus, and an
+    ambiguous corpus stops before anything is written (:mod:`...tzevidence`).
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
 
@@ -167,8 +174,11 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     with exclusive(db):
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
-        settings = IngestSettings(tz=tz, year=year,
-                                  window=None if year else corpus_window(paths, tz))
+        zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
+        if zone.error:
+            raise IngestError(zone.error)
+        settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
+                                  window=None if year else corpus_window(paths, zone.zone))
         staging.clear()
         try:
             con = fdb.connect(db)
@@ -190,6 +200,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.interruptions = changed, n
             summary.phases = phases
+            summary.zone_note, summary.zone_warning = zone.note, zone.warning
         finally:
             con.close()
         staging.clear()
