@@ -10,7 +10,6 @@ in the window is kept as evidence with its role.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
@@ -86,7 +85,21 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
             overrides: Path | None = None) -> int:
     """Replace ``interruptions`` and ``interruption_evidence`` from the events, inside
     the caller's transaction (ingest loads the shards and rebuilds in one, so a killed
-    run never leaves new events beside old interruptions)."""
+    run never leaves new events beside old interruptions).
+
+    ``run`` limits the rebuild to one run (its stored name, or its job name alone when
+    that is unambiguous): only that run's rows are replaced, every other run's stay as
+    they were; a name that fits no run raises :class:`faultline.runs.RunError`, so the
+    caller's transaction rolls back and nothing is lost. The stored ``overrides``
+    (imported from the ``overrides`` file first, when one is given) win over the
+    classifiers. Returns the number of interruptions built."""
+    from faultline.classifiers import overrides as ov
+    from faultline.runs import resolve
+
+    if overrides is not None:
+        ov.put(con, ov.read_csv(overrides))
+    if run is not None:
+        run = resolve(con, run)
     attempts = con.execute("""
         SELECT run, job_id, epoch_us(started_at), epoch_us(ended_at), state, nodelist,
                admin_comment, attempt
@@ -104,10 +117,15 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
                 continue
             windows.append((interruption_id(name, cur[1], cur[2]), cur, nxt))
     resolver = _resolver(con)
-    con.execute("DELETE FROM interruption_evidence")
-    con.execute("DELETE FROM interruptions")
+    if run is None:
+        con.execute("DELETE FROM interruption_evidence")
+        con.execute("DELETE FROM interruptions")
+    else:  # this run's rows only: naming a run never costs another run its rows
+        con.execute("DELETE FROM interruption_evidence WHERE interruption_id IN "
+                    "(SELECT interruption_id FROM interruptions WHERE run = ?)", [run])
+        con.execute("DELETE FROM interruptions WHERE run = ?", [run])
     if windows:
-        _build(con, windows, resolver, _read_overrides(overrides))
+        _build(con, windows, resolver, ov.by_id(con))
     return len(windows)
 
 
@@ -128,20 +146,6 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
             if addr:
                 r.add(addr, a.get("host") or host)
     return r
-
-
-def _read_overrides(path: Path | None) -> dict[str, tuple[str, str]]:
-    if path is None:
-        return {}
-    names = set(load_taxonomy().component_names)
-    out = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            comp = (row.get("component") or "").strip()
-            if comp not in names:
-                raise ValueError(f"{path}: unknown component {comp!r}")
-            out[row["interruption_id"].strip()] = (comp, (row.get("note") or "").strip())
-    return out
 
 
 def _build(con, windows, resolver: HostResolver, overrides) -> None:
@@ -497,4 +501,5 @@ def _symptoms_and_history(con) -> None:
           ON e.kind = 'xid' AND e.gpu_serial = i.culprit_gpu_serial
          AND abs(epoch_us(e.ts) - epoch_us(i.failed_at)) > 3600e6
         WHERE i.culprit_gpu_serial IS NOT NULL
+          AND i.interruption_id IN (SELECT iid FROM w)
     """)

@@ -24,6 +24,7 @@ import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
+from faultline import runs
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
@@ -61,6 +62,12 @@ class IngestSummary:
     problems: int = 0  # files with files.problem set (unreadable, cut, not followed...)
     # (host, seconds ahead of the cluster, jobs compared) for clocks that disagree
     skewed_clocks: list[tuple[str, float, int]] = field(default_factory=list)
+    # (run, interruptions) over every run in the database: ``interruptions`` is their sum
+    by_run: list[tuple[str, int]] = field(default_factory=list)
+    rebuilt_run: str | None = None  # the run --run named (stored name), if any
+    rebuilt: int = 0  # interruptions built by this ingest (all of them without --run)
+    overrides_changed: int = 0  # rows the --overrides file added or changed
+    overrides_unknown: list[str] = field(default_factory=list)  # ids of no interruption
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -68,6 +75,20 @@ class IngestSummary:
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
                 + (f" ({phases})" if phases else ""))
+
+    def runs_line(self) -> str | None:
+        """Which runs the interruption count covers (report shows one run at a time),
+        or None when there is only one run and nothing to tell apart."""
+        if self.rebuilt_run is None and len(self.by_run) <= 1:
+            return None
+        runs = ", ".join(f"{n} in {r}" for r, n in self.by_run[:10])
+        if len(self.by_run) > 10:
+            runs += f", {sum(n for _r, n in self.by_run[10:])} in {len(self.by_run) - 10} more"
+        head = (f"interruptions: {self.rebuilt} rebuilt for run {self.rebuilt_run} only, "
+                f"other runs kept; {self.interruptions} in all runs"
+                if self.rebuilt_run is not None
+                else f"interruptions: {self.interruptions} in all runs")
+        return f"{head} ({runs or 'none'}); faultline report shows one run (--run NAME)"
 
 
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
@@ -145,11 +166,13 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     work), and two runs on one database never interleave (:func:`exclusive`).
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
+    from faultline.classifiers import overrides as ov
 
     t0 = time.perf_counter()
     for root in corpus:
         if not root.exists():
             raise IngestError(f"{root}: no such file or directory")
+    corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
     db = db.resolve()
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -179,10 +202,14 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
             with fdb.transaction(con):
                 changed = load_shards(con, staging.local) if todo else 0
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
-                n = interruptions.rebuild(con, run=run, overrides=overrides)
+                n_overrides = ov.put(con, corrections)
+                stored_run = runs.resolve(con, run) if run is not None else None
+                n = interruptions.rebuild(con, run=stored_run)
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
-            summary.new_files, summary.interruptions = changed, n
+            summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
+            summary.overrides_changed = n_overrides
+            summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
         finally:
             con.close()
@@ -240,8 +267,9 @@ def _summary(con, seconds: float) -> IngestSummary:
         "SELECT host, skew_seconds, jobs FROM host_clock_offsets "
         "WHERE abs(skew_seconds) > ? AND jobs >= ? ORDER BY abs(skew_seconds) DESC, host",
         [SKEW_WARN_S, SKEW_MIN_JOBS]).fetchall()
-    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0,
-                         problems=problems, skewed_clocks=skewed)
+    by_run = runs.interruption_counts(con)
+    return IngestSummary(files, int(lines), events, rejects, sum(n for _r, n in by_run),
+                         seconds, 0, problems=problems, skewed_clocks=skewed, by_run=by_run)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None
