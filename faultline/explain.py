@@ -203,9 +203,10 @@ def _render_straggler(s: dict[str, Any], i: dict[str, Any], console: Console) ->
     console.print(f"why: only NCCL watchdog timeouts; {len(s['reported'])} of the job's "
                   f"{s['hosts']} hosts reported one, most from {s['full']} ranks each")
     if full:
+        more = len(full) - HOSTS_NAMED
         console.print(f"  reported on every rank: {len(full)} hosts ("
                       + escape(", ".join(r["host"] for r in full[:HOSTS_NAMED]))
-                      + (" ..." if len(full) > HOSTS_NAMED else "") + ")")
+                      + (f" and {more} more" if more > 0 else "") + ")")
     for r in short:
         line = (f"  reported by fewer ranks: {r['host']}: {r['count']} of {s['full']} "
                 f"(ranks {r['ranks']})")

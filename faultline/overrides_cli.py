@@ -106,8 +106,8 @@ def add(
     if run is None:
         err.print(f"[yellow]warning:[/] no interruption {escape(interruption_id)} in "
                   f"{escape(str(db))}: the override is kept and applies if a later "
-                  "ingest builds that interruption (check the id with faultline report "
-                  "--format json or faultline explain)")
+                  "ingest builds that interruption (check the id: faultline explain --db "
+                  "DB ID)")
         typer.echo(f"override stored for {interruption_id}: {comp} (not applied yet)")
     else:
         typer.echo(f"override stored and applied: {interruption_id} (run {run}) -> {comp}")
@@ -171,7 +171,10 @@ def list_(
         typer.echo("no overrides (add one: faultline overrides add --db DB ID COMPONENT "
                    "--note TEXT)")
         return
-    t = Table("interruption", "component", "note", "by", "at (UTC)", "status")
+    t = Table(box=None, header_style="bold")
+    t.add_column("interruption", no_wrap=True, min_width=14)  # ids are never cut
+    for name in ("component", "note", "by", "at (UTC)", "status"):
+        t.add_column(name, overflow="fold")
     for o in rows:
         t.add_row(o.interruption_id, o.component, o.note or "-", o.created_by,
                   f"{o.created_at.astimezone(dt.UTC):%Y-%m-%d %H:%M}" if o.created_at
