@@ -157,3 +157,17 @@ def test_overrides_on_a_missing_database_is_exit_2(tmp_path):
         r = cli("overrides", args[0], "--db", str(tmp_path / "none.duckdb"), *args[1:],
                 code=2)
         assert "no such database" in r.output
+
+
+def test_html_report_lists_the_overrides_escaped(db, tmp_path):
+    iid = an_ssd(db)
+    note = "PSU <script>alert(1)</script> & fan"
+    cli("overrides", "add", "--db", str(db), iid, "Power Supply", "--note", note)
+    out = tmp_path / "report.html"
+    cli("report", "--db", str(db), "--html", str(out))
+    page = out.read_text(encoding="utf-8")
+    section = page[page.index('<section id="overrides">'):]
+    section = section[:section.index("</section>")]
+    assert iid in section and "Power Supply" in section and who() in section
+    assert "PSU &lt;script&gt;alert(1)&lt;/script&gt; &amp; fan" in section
+    assert "<script>alert" not in page
