@@ -87,12 +87,10 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
     the caller's transaction (ingest loads the shards and rebuilds in one, so a killed
     run never leaves new events beside old interruptions).
 
-    ``run`` limits the rebuild to one run (its stored name, or its job name alone when
-    that is unambiguous): only that run's rows are replaced, every other run's stay as
-    they were; a name that fits no run raises :class:`faultline.runs.RunError`, so the
-    caller's transaction rolls back and nothing is lost. The stored ``overrides``
-    (imported from the ``overrides`` file first, when one is given) win over the
-    classifiers. Returns the number of interruptions built."""
+    ``run`` (stored name, or job name when unambiguous) replaces that run's rows only;
+    a name that fits no run raises :class:`faultline.runs.RunError` and the caller's
+    transaction rolls back. Stored overrides (the ``overrides`` file's rows imported
+    first) win over the classifiers. Returns the number of interruptions built."""
     from faultline.classifiers import overrides as ov
     from faultline.runs import resolve
 
@@ -125,7 +123,8 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
                     "(SELECT interruption_id FROM interruptions WHERE run = ?)", [run])
         con.execute("DELETE FROM interruptions WHERE run = ?", [run])
     if windows:
-        _build(con, windows, resolver, ov.by_id(con))
+        # one run's rebuild keeps the other runs' stored text answers
+        _build(con, windows, resolver, ov.by_id(con), retain=run is None)
     return len(windows)
 
 
@@ -148,7 +147,7 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
     return r
 
 
-def _build(con, windows, resolver: HostResolver, overrides) -> None:
+def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True) -> None:
     tax = load_taxonomy()
     rows_w, rows_h = [], []
     for iid, cur, _nxt in windows:
@@ -186,7 +185,7 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     watchdog_hosts = dict(con.execute(f"""
         SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {_WATCHDOG_JOIN} GROUP BY w.iid
     """).fetchall())
-    texts = _classify_texts(con, cands)
+    texts = _classify_texts(con, cands, retain)
     progress = _progress(con, windows)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
@@ -222,8 +221,8 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     _symptoms_and_history(con)
 
 
-def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candidate]]
-                    ) -> dict[str, tuple[str, float, str]]:
+def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candidate]],
+                    retain: bool = True) -> dict[str, tuple[str, float, str]]:
     """Drain reasons, admin comments and tracebacks through the learned models (or
     their stored answers, :mod:`faultline.classifiers.memo`)."""
     reasons = {c.event_id: str(c.attrs.get("reason") or c.message) for cs in cands.values()
@@ -235,7 +234,8 @@ def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candid
     for task, texts in (("reason", reasons), ("traceback", tracebacks)):
         for eid, p in zip(texts, memo.classify(con, task, used[task]), strict=True):
             out[eid] = (p.label, p.confidence, p.model)
-    memo.retain(con, used)
+    if retain:
+        memo.retain(con, used)
     return out
 
 

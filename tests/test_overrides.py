@@ -52,9 +52,11 @@ def cli(*args: str, code: int = 0):
 
 def test_add_applies_at_once_and_survives_every_plain_reingest(db, corpus):
     iid = an_ssd(db)
+    texts = one(db, "SELECT count(*) FROM text_predictions")
     r = cli("overrides", "add", "--db", str(db), iid, "Power Supply", "--note",
             "RMA 4711: PSU failed")
     assert "applied" in r.output
+    assert one(db, "SELECT count(*) FROM text_predictions") == texts  # none dropped
     row = ("Power Supply", "Host", "override", 1.0)
     sql = ("SELECT component, category, rule_id, confidence FROM interruptions "
            "WHERE interruption_id = ?")

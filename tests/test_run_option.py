@@ -60,7 +60,9 @@ def per_run(db: Path) -> dict[str, list[tuple]]:
         rows = con.execute("SELECT run, interruption_id, component, rule_id "
                            "FROM interruptions ORDER BY 1, 2").fetchall()
         ev = con.execute("SELECT count(*) FROM interruption_evidence").fetchall()[0][0]
-    out: dict[str, list[tuple]] = {"_evidence": [(ev,)]}
+        # the text models' stored answers: one run's rebuild must not drop the others'
+        tp = con.execute("SELECT * FROM text_predictions ORDER BY ALL").fetchall()
+    out: dict[str, list[tuple]] = {"_evidence": [(ev,)], "_texts": tp}
     for r in rows:
         out.setdefault(r[0], []).append(r)
     return out
@@ -88,7 +90,7 @@ def test_ingest_valid_run_keeps_the_other_runs_rows(db, corpus):
     assert r.exit_code == 0, r.output
     after = per_run(db)
     assert after == before  # same corpus: the run's own rows are rebuilt equal
-    total = sum(len(v) for k, v in after.items() if k != "_evidence")
+    total = sum(len(v) for k, v in after.items() if not k.startswith("_"))
     assert (f"interruptions: 1 rebuilt for run ppatel/pretrain-8b only, other runs kept; "
             f"{total} in all runs") in r.output
 
@@ -137,7 +139,7 @@ def test_report_run_ambiguous_or_unknown_lists_the_runs(db):
 
 def test_summary_and_report_say_whose_interruptions_they_count(db, corpus):
     runs = per_run(db)
-    total = sum(len(v) for k, v in runs.items() if k != "_evidence")
+    total = sum(len(v) for k, v in runs.items() if not k.startswith("_"))
     r = runner.invoke(app, ["ingest", *corpus, "--db", str(db)])
     assert r.exit_code == 0, r.output
     assert f"{total} interruptions, " in r.output
