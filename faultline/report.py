@@ -184,7 +184,9 @@ def render_table(data: dict[str, Any], console: Console) -> None:
 
 def _totals_line(data: dict[str, Any]) -> str:
     parts = [f"{data['unexpected']} unexpected + {data['planned']} planned = "
-             f"{data['total']} interruptions"]
+             f"{data['total']} interruptions"
+             + ("" if data["rows"] else f" (every attempt of run {data['run']} ended "
+                "without interrupting it)")]
     if data.get("failures_per_day") is not None:
         parts.append(f"{data['failures_per_day']:.2f} unexpected per day over "
                      f"{data['days']:.1f} days")

@@ -162,3 +162,11 @@ def test_a_single_run_database_adds_no_runs_line(ingested_sample, tmp_path, repo
                             "--db", str(db)])
     assert r.exit_code == 0, r.output
     assert not re.search(r"^interruptions: ", r.output, re.M)
+
+
+def test_report_of_a_run_without_interruptions_says_so(db):
+    r = runner.invoke(app, ["report", "--db", str(db), "--run", "eval-10"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert ("0 unexpected + 0 planned = 0 interruptions (every attempt of run "
+            "lchen/eval-10 ended without interrupting it)") in r.output
