@@ -45,14 +45,17 @@ def group_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = (r["role"], r["kind"], r["xid"], _shape(r["message"], r["host"]))
         g = groups.get(key)
         if g is None:
-            groups[key] = g = {**r, "hosts": [], "events": 0, "messages": set()}
+            groups[key] = g = {**r, "hosts": [], "events": 0, "messages": set(),
+                               "lines": set()}
         g["events"] += 1
         g["messages"].add(r["message"])
+        g["lines"].add((r.get("path"), r.get("line_no")))
         if r["host"] and r["host"] not in g["hosts"]:
             g["hosts"].append(r["host"])
     out = []
     for g in groups.values():
         g["identical"] = len(g.pop("messages")) == 1
+        g["one_line"] = len(g.pop("lines")) == 1  # one line naming many hosts
         out.append(g)
     return out
 
@@ -179,10 +182,11 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
             if len(g["hosts"]) > 1:
                 names = ", ".join(g["hosts"][:HOSTS_NAMED])
                 more = len(g["hosts"]) - HOSTS_NAMED
-                where = (f"the same line on {len(g['hosts'])} hosts"
-                         + ("" if g["identical"] else " (numbers differ)")
-                         + f": {names}" + (f" and {more} more" if more > 0 else "")
-                         + f"; first at {where}")
+                seen = (f"one line naming {len(g['hosts'])} hosts" if g["one_line"]
+                        else f"the same line on {len(g['hosts'])} hosts"
+                        + ("" if g["identical"] else " (numbers differ)"))
+                where = (f"{seen}: {names}" + (f" and {more} more" if more > 0 else "")
+                         + f"; {'at' if g['one_line'] else 'first at'} {where}")
             t.add_row("", f"[dim]{escape(where)}[/]")
         console.print(t)
     if (s := data.get("straggler")) is not None:

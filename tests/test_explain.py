@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from faultline.cli import app
@@ -42,18 +43,29 @@ def test_long_messages_are_printed_whole(ingested_sample):
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
-def test_a_line_seen_on_many_hosts_is_shown_once_with_the_host_count(ingested_sample):
+@pytest.mark.parametrize(("files", "wording"), [
+    ("> 1", "the same line on {n} hosts"),  # each host's own log wrote it
+    ("= 1", "one line naming {n} hosts"),  # slurmctld wrote one line about them all
+])
+def test_a_line_seen_on_many_hosts_is_shown_once_with_the_host_count(
+        ingested_sample, files, wording):
     with duckdb.connect(str(ingested_sample), read_only=True) as con:
-        iid, kind, n, message = con.execute("""
+        iid, kind, n, message = con.execute(f"""
             SELECT x.interruption_id, e.kind, count(DISTINCT e.host), any_value(e.message)
             FROM interruption_evidence x JOIN events e USING (event_id)
             WHERE x.role <> 'symptom'
             GROUP BY x.interruption_id, x.role, e.kind, e.message
-            HAVING count(DISTINCT e.host) > 2 ORDER BY 3 DESC, 1 LIMIT 1""").fetchall()[0]
+            HAVING count(DISTINCT e.host) > 2
+               AND count(DISTINCT (e.path, e.line_no)) {files}
+            ORDER BY 3 DESC, 1 LIMIT 1""").fetchall()[0]
+        roles = con.execute("""
+            SELECT count(DISTINCT x.role) FROM interruption_evidence x
+            JOIN events e USING (event_id) WHERE x.interruption_id = ?
+              AND x.role <> 'symptom' AND e.kind = ? AND e.message = ?""",
+                            [iid, kind, message]).fetchall()[0][0]
     out = explain(ingested_sample, iid)
-    assert squash(f"{kind}: {message}") in squash(out)
-    assert squash(out).count(squash(f"{kind}: {message}")) == 1
-    assert f"the same line on {n} hosts" in " ".join(out.split())
+    assert squash(out).count(squash(f"{kind}: {message}")) == roles  # once per role
+    assert wording.format(n=n) in " ".join(out.split())
 
 
 def test_same_line_with_other_numbers_on_other_hosts_groups_too():
