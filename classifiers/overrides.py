@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import difflib
 import getpass
 import os
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ def check_component(component: str) -> str:
     found = folded.get(" ".join(component.lower().split()))
     if found:
         return found
-    raise OverrideError(f"unknown component {component!r}; known components: "
+    close = difflib.get_close_matches(component.lower(), list(folded), n=1, cutoff=0.6)
+    hint = f" (did you mean {folded[close[0]]!r}?)" if close else ""
+    raise OverrideError(f"unknown component {component!r}{hint}; known components: "
                         + ", ".join(names))
 
 

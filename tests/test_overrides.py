@@ -146,7 +146,8 @@ def test_unknown_id_is_kept_and_warned_about(db, corpus):
 def test_unknown_component_is_exit_2_naming_the_known_ones(db, corpus, tmp_path):
     iid = an_ssd(db)
     r = cli("overrides", "add", "--db", str(db), iid, "Power Suply", code=2)
-    assert "unknown component 'Power Suply'" in r.output and "Power Supply" in r.output
+    assert "unknown component 'Power Suply' (did you mean 'Power Supply'?)" in r.output
+    assert "known components: Faulty GPU, " in r.output
     ov = tmp_path / "bad.csv"
     ov.write_text(f"interruption_id,component,note\n{iid},PSU,x\n")
     r = cli("ingest", corpus, "--db", str(db), "--overrides", str(ov), code=2)
