@@ -116,7 +116,13 @@ def explain(con: duckdb.DuckDBPyConnection, interruption_id: str) -> dict[str, A
     rows = con.execute("SELECT * FROM interruptions WHERE interruption_id = ?",
                        [interruption_id]).fetchall()
     if not rows:
-        raise ReportError(f"no interruption {interruption_id!r}")
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        held = "overrides" in tables and con.execute(
+            "SELECT count(*) FROM overrides WHERE interruption_id = ?",
+            [interruption_id]).fetchall()[0][0]
+        raise ReportError(f"no interruption {interruption_id!r}" + (
+            " (an override is stored for it: it applies if an ingest builds it)"
+            if held else ""))
     cols = [d[0] for d in con.description]
     head = dict(zip(cols, rows[0], strict=True))
     ev = con.execute("""

@@ -140,6 +140,8 @@ def test_unknown_id_is_kept_and_warned_about(db, corpus):
     assert "1 overrides name no interruption" in r.output and "i-000000000000" in r.output
     r = cli("overrides", "list", "--db", str(db))
     assert "no such interruption" in r.output
+    r = cli("explain", "--db", str(db), "i-000000000000", code=2)
+    assert "an override is stored for it" in r.output
     assert one(db, "SELECT count(*) FROM overrides") == (1,)
 
 
