@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
+from faultline.pipeline import bundles
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
@@ -126,28 +127,33 @@ def exclusive(db: Path) -> Iterator[None]:
         yield
 
 
+_RECORDS = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}
+
+
 def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     """First and last time in the job records (sacct, slurmctld): syslog lines without
     a year are placed in this window."""
     lo = hi = None
-    for path in paths:
-        hint = path_hint(path)
-        parser = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}.get(hint or "")
-        if parser is None:
-            continue
+    for outer in paths:
+        if path_hint(outer) not in _RECORDS and not outer.lower().endswith(bundles.SUFFIXES):
+            continue  # neither job records nor, by its name, an archive that may hold some
         try:
-            data, _, _ = read_bytes(path)
+            whole, _, _ = read_bytes(outer)
         except OSError:  # vanished or unreadable since discovery: the parse says so
             continue
-        if data[:2] == b"\x1f\x8b":
-            data, _ = gunzip(data)
-        fp = parser(decode(data), ParseContext(path=path, tz=tz))
-        times = [e.ts for e in fp.events if e.ts is not None]
-        times += [v for e in fp.events for k in ("start", "end")
-                  if isinstance(v := e.attrs.get(k), int)]
-        if times:
-            lo = min(times) if lo is None else min(lo, *times)
-            hi = max(times) if hi is None else max(hi, *times)
+        for path, data in bundles.with_members(outer, whole):
+            parser = _RECORDS.get(path_hint(path) or "")
+            if parser is None:
+                continue
+            if data[:2] == b"\x1f\x8b":
+                data, _ = gunzip(data)
+            fp = parser(decode(data), ParseContext(path=path, tz=tz))
+            times = [e.ts for e in fp.events if e.ts is not None]
+            times += [v for e in fp.events for k in ("start", "end")
+                      if isinstance(v := e.attrs.get(k), int)]
+            if times:
+                lo = min(times) if lo is None else min(lo, *times)
+                hi = max(times) if hi is None else max(hi, *times)
     return (lo, hi) if lo is not None else None
 
 
