@@ -124,11 +124,13 @@ def ingest(
     year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
                                              "(default: inferred from the corpus).")]
     = None,
-    run: Annotated[str | None, typer.Option(help="Build interruptions for this run "
-                                            "only (default: every run).")] = None,
+    run: Annotated[str | None, typer.Option(help="Rebuild this run's interruptions "
+                                            "only, keeping every other run's (its name or "
+                                            "job name; default: every run).")] = None,
     overrides: Annotated[Path | None, typer.Option(
-        help="CSV interruption_id,component,note: operator corrections that win over "
-        "the classifiers.", dir_okay=False)] = None,
+        help="CSV interruption_id,component,note: operator corrections, stored in the "
+        "database and kept across later ingests (see faultline overrides).",
+        dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
     workers: Annotated[int, typer.Option(min=1, help="Worker processes "
                                          "(Beam multi-process mode when > 1).")] = 1,
@@ -167,6 +169,16 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
     typer.echo(summary.line())
     if summary.zone_warning:
         err.print(f"[yellow]warning:[/] {escape(summary.zone_warning)}")
+    if (runs_line := summary.runs_line()) is not None:
+        typer.echo(runs_line)
+    if summary.overrides_changed:
+        err.print(f"{summary.overrides_changed} overrides added or changed from the file; "
+                  "they are kept until faultline overrides remove")
+    if summary.overrides_unknown:
+        err.print(f"[yellow]warning:[/] {len(summary.overrides_unknown)} overrides name no "
+                  "interruption (kept; see faultline overrides list): "
+                  + ", ".join(summary.overrides_unknown[:10])
+                  + (" ..." if len(summary.overrides_unknown) > 10 else ""))
     if summary.problems:
         err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
                   "or were not followed; files.problem says why for each")
@@ -187,8 +199,9 @@ def report(
     html: Annotated[Path | None, typer.Option(
         help="Also write a self-contained HTML report with charts to this file "
         "(missing parent directories are created).", dir_okay=False)] = None,
-    run: Annotated[str | None, typer.Option(help="Run to report (default: the one with "
-                                            "the most interruptions).")] = None,
+    run: Annotated[str | None, typer.Option(help="Run to report, by name or job name "
+                                            "(default: the one with the most "
+                                            "interruptions).")] = None,
 ) -> None:
     """Print the root-cause breakdown (Table 5 for your cluster); with --html, also
     write the charts page (its path is printed on stderr, so stdout stays the report)."""
@@ -224,17 +237,18 @@ def explain(
     interruption_id: Annotated[str, typer.Argument(help="An interruption_id.")],
 ) -> None:
     """Show the evidence chain behind one interruption's root cause."""
-    from faultline import report as rep
+    from faultline import explain as ex
+    from faultline.report import ReportError
 
     con = _open_read(db)
     try:
-        data = rep.explain(con, interruption_id)
-    except rep.ReportError as exc:
+        data = ex.explain(con, interruption_id)
+    except ReportError as exc:
         err.print(f"[bold red]faultline explain:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
-    rep.render_explain(data, Console())
+    ex.render_explain(data, Console())
 
 
 @app.command()
@@ -308,6 +322,16 @@ def demo() -> None:
     rep.render_table(data, Console())
     typer.echo(f"database: {db} (try: faultline explain --db {db.name} <interruption_id>)")
     typer.echo(f"HTML report: {html} (open it in a browser)")
+
+
+def _add_overrides_app() -> None:
+    """``faultline overrides add|list|remove`` lives in its own module."""
+    from faultline.overrides_cli import app as overrides_app
+
+    app.add_typer(overrides_app, name="overrides")
+
+
+_add_overrides_app()
 
 
 class _QuietBeamImports(logging.Filter):

@@ -24,6 +24,7 @@ import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
+from faultline import runs
 from faultline.pipeline import bundles
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
@@ -65,6 +66,12 @@ class IngestSummary:
     skewed_clocks: list[tuple[str, float, int]] = field(default_factory=list)
     zone_note: str = ""  # which zone zone-less times were read in, and why
     zone_warning: str | None = None  # --tz given against the corpus's evidence
+    # (run, interruptions) over every run in the database: ``interruptions`` is their sum
+    by_run: list[tuple[str, int]] = field(default_factory=list)
+    rebuilt_run: str | None = None  # the run --run named (stored name), if any
+    rebuilt: int = 0  # interruptions built by this ingest (all of them without --run)
+    overrides_changed: int = 0  # rows the --overrides file added or changed
+    overrides_unknown: list[str] = field(default_factory=list)  # ids of no interruption
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -74,6 +81,20 @@ class IngestSummary:
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
                 + (f" ({phases})" if phases else ""))
+
+    def runs_line(self) -> str | None:
+        """Which runs the interruption count covers (report shows one run at a time),
+        or None when there is only one run and nothing to tell apart."""
+        if self.rebuilt_run is None and len(self.by_run) <= 1:
+            return None
+        runs = ", ".join(f"{n} in {r}" for r, n in self.by_run[:10])
+        if len(self.by_run) > 10:
+            runs += f", {sum(n for _r, n in self.by_run[10:])} in {len(self.by_run) - 10} more"
+        head = (f"interruptions: {self.rebuilt} rebuilt for run {self.rebuilt_run} only, "
+                f"other runs kept; {self.interruptions} in all runs"
+                if self.rebuilt_run is not None
+                else f"interruptions: {self.interruptions} in all runs")
+        return f"{head} ({runs or 'none'}); faultline report shows one run (--run NAME)"
 
 
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
@@ -158,11 +179,13 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
     ambiguous corpus stops before anything is written (:mod:`...tzevidence`).
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
+    from faultline.classifiers import overrides as ov
 
     t0 = time.perf_counter()
     for root in corpus:
         if not root.exists():
             raise IngestError(f"{root}: no such file or directory")
+    corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
     db = db.resolve()
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -195,10 +218,14 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             with fdb.transaction(con):
                 changed = load_shards(con, staging.local) if todo else 0
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
-                n = interruptions.rebuild(con, run=run, overrides=overrides)
+                n_overrides = ov.put(con, corrections)
+                stored_run = runs.resolve(con, run) if run is not None else None
+                n = interruptions.rebuild(con, run=stored_run)
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
-            summary.new_files, summary.interruptions = changed, n
+            summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
+            summary.overrides_changed = n_overrides
+            summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
             summary.zone_note, summary.zone_warning = zone.note, zone.warning
         finally:
@@ -257,8 +284,9 @@ def _summary(con, seconds: float) -> IngestSummary:
         "SELECT host, skew_seconds, jobs FROM host_clock_offsets "
         "WHERE abs(skew_seconds) > ? AND jobs >= ? ORDER BY abs(skew_seconds) DESC, host",
         [SKEW_WARN_S, SKEW_MIN_JOBS]).fetchall()
-    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0,
-                         problems=problems, skewed_clocks=skewed)
+    by_run = runs.interruption_counts(con)
+    return IngestSummary(files, int(lines), events, rejects, sum(n for _r, n in by_run),
+                         seconds, 0, problems=problems, skewed_clocks=skewed, by_run=by_run)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None
