@@ -1,0 +1,107 @@
+"""Cause or consequence: which of an interruption's events may name its root.
+
+A failing job leaves two kinds of lines. Some were written *before* it stopped and say
+why (a GPU fell off the bus, a node stopped answering, a kernel hung). Others are the
+stop itself: when Slurm kills the job, the driver tears down its GPU contexts on every
+host and prints an application Xid (43 "GPU stopped processing", 45 "preemptive
+cleanup", 13 or 31 for work cut off mid-flight), NCCL peers report vanished ranks,
+tracebacks unwind. Ranking every line by how specific it is would let such a
+teardown Xid (tier 3, software) outrank the node that stopped answering (tier 5)
+seconds before. Three facts separate the two (``docs/root_causes.md``, section 2a):
+
+* **attempt end**: ``failed_at``, the attempt's end as Slurm recorded it;
+* **time order**: software, scheduler, transport and watchdog signals written after
+  the end describe the teardown: they are consequences *when something before the end
+  explains the stop*. Hardware and host signals are not: a device does not fail
+  because a process was killed, and their clocks (BMCs) drift, so they keep the
+  clock-skew allowance;
+* **host spread**: an application Xid on many of the job's hosts within seconds is
+  the job dying everywhere at once, not its cause, whenever it was written.
+
+The functions are pure (candidates in, event ids out), so each rule is tested on small
+event sets (``tests/test_cause_consequence.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from faultline.classifiers import signals
+
+# Xids NVIDIA's catalog says an application (or its teardown) causes: graphics engine
+# exception, MMU fault, channel stopped, preemptive cleanup.
+APP_XIDS = frozenset({13, 31, 43, 45})
+END_GRACE_S = 1.0  # sacct's End has whole seconds: the same second is still "before"
+SPREAD_S = 30.0  # one teardown reaches every host within seconds
+SPREAD_HOSTS = 3  # hosts that make a spread on a large job...
+SPREAD_SHARE = 0.5  # ...or this share of a small job's hosts (at least two)
+# tiers whose signals describe what the job's processes or its peers saw
+LATE_TIERS = frozenset({signals.SOFTWARE, signals.SCHEDULER, signals.TRANSPORT,
+                        signals.WATCHDOG})
+# tiers that explain a stop: anything but transport errors (any dead peer makes those)
+EXPLAINING_TIERS = frozenset({signals.HARDWARE, signals.HOST, signals.SOFTWARE,
+                              signals.SCHEDULER})
+
+
+class Timed(Protocol):
+    """What the rules need of an event (``interruptions.Candidate`` has it)."""
+
+    event_id: str
+    ts: float
+    host: str | None
+    kind: str
+    xid: int | None
+
+
+def spread_threshold(job_hosts: int) -> int:
+    """Distinct hosts an application Xid must reach to be the job dying: 3 on a job
+    of six hosts or more, half the hosts (but at least two) on a smaller one."""
+    if job_hosts <= 0:
+        return SPREAD_HOSTS
+    return max(2, min(SPREAD_HOSTS, math.ceil(SPREAD_SHARE * job_hosts)))
+
+
+def job_dying(cands: Iterable[Timed], job_hosts: int) -> set[str]:
+    """Event ids of application Xids that belong to a burst over many hosts: within
+    :data:`SPREAD_S` of each other on at least :func:`spread_threshold` hosts."""
+    app = sorted((c for c in cands if c.kind == "xid" and c.xid in APP_XIDS and c.host),
+                 key=lambda c: (c.ts, c.event_id))
+    need = spread_threshold(job_hosts)
+    out: set[str] = set()
+    lo = 0
+    for hi, c in enumerate(app):  # sliding window over time
+        while app[lo].ts < c.ts - SPREAD_S:
+            lo += 1
+        burst = app[lo:hi + 1]
+        if len({b.host for b in burst}) >= need:
+            out.update(b.event_id for b in burst)
+    return out
+
+
+def after_end(ts: float, failed: float) -> bool:
+    """Written after the attempt ended (beyond sacct's one-second resolution)."""
+    return ts > failed + END_GRACE_S
+
+
+def explained_before(ranked: Sequence[tuple[int, float, Timed]], failed: float,
+                     watchdog: bool, exclude: set[str]) -> bool:
+    """Whether something written up to the end explains the stop: a hardware, host,
+    software or scheduler signal (not one of ``exclude``), or NCCL watchdog timeouts
+    (a hang)."""
+    return watchdog or any(
+        tier in EXPLAINING_TIERS and not after_end(ts, failed) and c.event_id not in exclude
+        for tier, ts, c in ranked)
+
+
+def consequences(ranked: Sequence[tuple[int, float, Timed]], failed: float,
+                 watchdog: bool, job_hosts: int) -> tuple[set[str], set[str]]:
+    """(the job dying, the teardown): event ids that may not be the root while
+    anything else is. ``ranked`` holds (tier, ts, event) of the events with a rule."""
+    dying = job_dying((c for _t, _ts, c in ranked), job_hosts)
+    if not explained_before(ranked, failed, watchdog, dying):
+        return dying, set()
+    late = {c.event_id for tier, ts, c in ranked
+            if tier in LATE_TIERS and after_end(ts, failed)} - dying
+    return dying, late
