@@ -224,13 +224,14 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
     console.print(f"root cause: [bold]{i['component']}[/] ({i['category']}, {kind}); "
                   f"signal family {i['signal_family'] or '-'}; decided by "
                   f"{i['rule_id']} with confidence {i['confidence']:.2f}")
-    culprit = i["culprit_host"] or "-"
-    if i["culprit_gpu"] is not None:
-        culprit += f" GPU {i['culprit_gpu']}"
-    if i["culprit_gpu_serial"]:
-        culprit += f" (serial {i['culprit_gpu_serial']})"
-    console.print(f"culprit: {culprit}; lost work {_fmt(i['lost_seconds'], '.0f')} s; "
+    console.print(f"culprit: {_culprit_text(i)}; lost work "
+                  f"{_fmt(i['lost_seconds'], '.0f')} s; "
                   f"downtime {_fmt(i['downtime_seconds'], '.0f')} s")
+    if i.get("surfaced_host") and i.get("surfaced_host") != i["culprit_host"]:
+        where = i["surfaced_host"]
+        if i.get("surfaced_gpu") is not None:
+            where += f" GPU {i['surfaced_gpu']}"
+        console.print(f"surfaced on: {where}")
     for e in data["evidence"]:
         console.print(f"  [{_ROLE_STYLE.get(e['role'], '')}]{e['role']:<13}[/] {e['ts']} "
                       f"{e['host'] or '-'} {e['kind']}: {e['message'][:160]}")
@@ -243,6 +244,21 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
         top = sorted(by_host.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
         console.print(f"symptoms: {total} events on {len(by_host)} hosts; most on "
                       + ", ".join(f"{h} ({n})" for h, n in top))
+
+
+def _culprit_text(i: dict[str, Any]) -> str:
+    """The hardware suspect (host, GPU, serial, UUID), or why there is none: a
+    software or unknown cause has no part to replace, only a place it surfaced."""
+    if not i["culprit_host"]:
+        return "- (no hardware suspect)" if i.get("surfaced_host") else "-"
+    culprit = i["culprit_host"]
+    if i["culprit_gpu"] is not None:
+        culprit += f" GPU {i['culprit_gpu']}"
+    ids = [f"serial {i['culprit_gpu_serial']}" if i["culprit_gpu_serial"] else "",
+           f"uuid {i['culprit_gpu_uuid']}" if i.get("culprit_gpu_uuid") else ""]
+    if any(ids):
+        culprit += " (" + ", ".join(x for x in ids if x) + ")"
+    return culprit + ", hardware suspect"
 
 
 _ROLE_STYLE = {"root": "bold red", "corroborating": "green", "contradicting": "yellow",

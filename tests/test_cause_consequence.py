@@ -1,0 +1,413 @@
+"""Cause or consequence (docs/root_causes.md, section 2a), hardware suspect vs where a
+fault surfaced, the culprit GPU's serial from the inventory, and drain state changes.
+
+Unit tests build small event sets for :func:`decide`; the end-to-end test ingests a
+handmade corpus through the CLI. Real wordings used below:
+
+* ``NVRM: Xid (PCI:0000:38:00): 43, pid=2924364, name=pt_main_thread, Ch 00000008``:
+  leptonai/gpud (Apache-2.0), components/memory/testdata/dmesg.decode.iso.log at
+  4a8de33a3f02e207f39e9023d67125592d599731 (../shared/peer-data/gpud); here with other
+  PCI addresses and pids, one per host.
+* ``error: Nodes <host> not responding, setting DOWN``, ``Killing JobId=<id> on failed
+  node <host>``, ``update_node: node <host> state set to DRAINING``: SchedMD/slurm
+  (GPL-2.0) ping_nodes.c / job_mgr.c / node_mgr.c, as quoted in
+  ../shared/reference/log_signatures.md section 4.18.
+* ``Temperature GPU3_Temp | Upper Critical going high | Asserted | Reading 95 >
+  Threshold 90 degrees C``: ipmitool ``sel elist`` shape (log_signatures.md, BMC SEL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from faultline.classifiers import causes, culprits
+from faultline.classifiers.interruptions import Candidate, decide, drain_reason
+from faultline.cli import app
+from faultline.pipeline.parsers import slurmctld
+from faultline.pipeline.parsers.hosts import HostResolver
+
+FAILED = 1_735_000_000.0
+HOSTS = [f"n{i}" for i in range(1, 9)]
+ATTEMPT = ("run", "100", FAILED - 3600, FAILED, "FAILED", "n[1-8]", None, 1)
+_ids = iter(range(10**6))
+
+
+def ev(dt: float, host: str | None, kind: str, xid: int | None = None, message: str = "",
+       attrs: dict | None = None, gpu: int | None = None, device: str | None = None
+       ) -> Candidate:
+    """An event ``dt`` seconds after the attempt's end (negative: before it)."""
+    return Candidate(f"e{next(_ids):06d}", FAILED + dt, host, kind, xid, message,
+                     attrs or {}, gpu, None, device)
+
+
+def xid43(dt: float, host: str, gpu: int = 0) -> Candidate:
+    return ev(dt, host, "xid", 43, f"NVRM: Xid (PCI:0000:{0x18 + gpu:02x}:00): 43, "
+              "pid=2924364, name=pt_main_thread, Ch 00000008", gpu=gpu,
+              device=f"0000:{0x18 + gpu:02x}:00.0")
+
+
+def not_responding(dt: float, host: str) -> Candidate:
+    return ev(dt, host, "node_not_responding",
+              message=f"error: Nodes {host} not responding, setting DOWN")
+
+
+def run(cands: list[Candidate], watchdog: dict | None = None, hosts: list[str] = HOSTS,
+        texts: dict | None = None):
+    return decide(cands, watchdog or {}, hosts, FAILED, ATTEMPT, texts or {},
+                  HostResolver())
+
+
+# --- time order and the attempt's end -------------------------------------------------
+
+def test_teardown_xid_after_the_end_is_a_consequence_of_the_node_that_stopped():
+    nr = not_responding(-1, "n3")
+    late = xid43(4, "n1")
+    d = run([nr, late])
+    assert (d.component, d.root, d.rule_id) == ("Host Maintenance", nr,
+                                                "sched.not_responding")
+    assert d.evidence[late.event_id] == "symptom"
+    assert d.surfaced_host == "n3"
+
+
+def test_an_app_xid_before_the_end_on_one_host_still_names_the_cause():
+    """Time order, not the kind, decides: the same Xid written before the stop is a
+    cause (tier 3 outranks a node that stopped answering)."""
+    early = xid43(-10, "n1")
+    d = run([early, not_responding(-1, "n3")])
+    assert (d.component, d.root) == ("Software Bug", early)
+
+
+def test_after_the_end_is_the_cause_when_nothing_before_explains_the_stop():
+    late = xid43(4, "n1")
+    d = run([late])
+    assert (d.component, d.root, d.rule_id) == ("Software Bug", late, "xid.43")
+
+
+@pytest.mark.parametrize(("dt", "consequence"), [
+    (0.0, False), (causes.END_GRACE_S, False), (causes.END_GRACE_S + 0.01, True),
+    (30.0, True),
+])
+def test_the_attempts_end_with_sacct_resolution(dt, consequence):
+    late = xid43(dt, "n1")
+    d = run([late, not_responding(-1, "n3")])
+    assert (d.root is not late) == consequence
+
+
+def test_watchdog_timeouts_before_the_end_explain_a_hang():
+    late = xid43(5, "n2")
+    ranks = {h: set(range(i * 8, i * 8 + 8)) for i, h in enumerate(HOSTS)}
+    ranks["n4"] = ranks["n4"] - {27}  # rank 27 (n4 GPU 3) never reported
+    d = run([late], watchdog=ranks)
+    assert (d.component, d.rule_id) == ("NCCL Watchdog Timeouts",
+                                        "nccl.watchdog_straggler")
+    assert (d.surfaced_host, d.surfaced_gpu) == ("n4", 3)
+    assert d.evidence[late.event_id] == "symptom"
+
+
+def test_hardware_after_the_end_keeps_the_clock_allowance():
+    """A PSU does not fail because a job was killed, and BMC clocks drift: a hardware
+    or host signal within the skew allowance is still the cause."""
+    psu = ev(60, "n5", "sel_power", message="Power Supply PSU1_Status | Failure "
+             "detected () | Asserted")
+    d = run([not_responding(-1, "n5"), psu])
+    assert (d.component, d.root) == ("Power Supply", psu)
+
+
+def test_sram_error_before_the_end_wins_over_teardown_xids():
+    sram = ev(-20, "n2", "xid", 95, "NVRM: Xid (PCI:0000:2a:00): 95, pid=<unknown>, "
+              "name=<unknown>, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No", gpu=1,
+              device="0000:2a:00.0")
+    late = [xid43(3 + 0.2 * i, h) for i, h in enumerate(HOSTS)]
+    d = run([sram, *late])
+    assert (d.component, d.root) == ("GPU SRAM Memory", sram)
+    assert all(d.evidence[x.event_id] == "symptom" for x in late)
+
+
+# --- host spread ----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("job_hosts", "need"), [
+    (0, 3), (1, 2), (2, 2), (3, 2), (4, 2), (5, 3), (8, 3), (2048, 3),
+])
+def test_spread_threshold(job_hosts, need):
+    assert causes.spread_threshold(job_hosts) == need
+
+
+def test_app_xids_on_many_hosts_at_once_are_the_job_dying_even_before_the_end():
+    dying = [xid43(-2 + 0.1 * i, h) for i, h in enumerate(HOSTS[:4])]
+    nr = not_responding(-1, "n7")
+    d = run([*dying, nr])
+    assert (d.component, d.root) == ("Host Maintenance", nr)
+    assert {d.evidence[x.event_id] for x in dying} == {"symptom"}
+
+
+def test_app_xids_spread_over_minutes_are_no_burst():
+    apart = [xid43(-300 + 60 * i, h) for i, h in enumerate(HOSTS[:3])]
+    assert causes.job_dying(apart, len(HOSTS)) == set()
+    d = run([*apart, not_responding(-1, "n7")])
+    assert (d.component, d.root) == ("Software Bug", apart[0])
+
+
+def test_two_hosts_of_a_two_host_job_are_the_whole_job():
+    pair = [xid43(-1, "n1"), xid43(-0.5, "n2")]
+    assert causes.job_dying(pair, 2) == {p.event_id for p in pair}
+    assert causes.job_dying(pair, 8) == set()
+
+
+def test_only_the_job_dying_is_a_software_bug_with_no_place():
+    dying = [xid43(2 + 0.1 * i, h) for i, h in enumerate(HOSTS)]
+    d = run(dying)
+    assert (d.component, d.rule_id, d.root) == ("Software Bug", "xid.43.job_wide",
+                                                dying[0])
+    assert d.confidence < 0.85 * 0.8
+    where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
+                               d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
+                               culprits.Inventory(), FAILED)
+    assert where["culprit_host"] is None
+
+
+# --- drain state changes --------------------------------------------------------------
+
+def test_a_state_change_carries_no_reason():
+    line = ("[2024-07-01T12:01:10.552] update_node: node node0042 state set to DRAINING")
+    (e,) = slurmctld.parse_line(line)
+    assert "reason" not in e.attrs
+    c = Candidate("x", 0.0, e.host, e.kind, None, e.message, e.attrs, None, None, None)
+    assert drain_reason(c) is None
+    reason = slurmctld.parse_line("[2024-07-01T12:01:10.551] update_node: node node0042 "
+                                  "reason set to: xid 79 gpu 3")[0]
+    assert drain_reason(Candidate("y", 0.0, reason.host, reason.kind, None,
+                                  reason.message, reason.attrs, None, None,
+                                  None)) == "xid 79 gpu 3"
+
+
+def test_a_draining_line_is_a_symptom_not_contradicting_evidence():
+    nr = not_responding(-1, "n3")
+    state = ev(120, "n3", "node_drain", message="update_node: node n3 state set to "
+               "DRAINING", attrs={"state": "DRAINING", "rule": "ctld.state_set"})
+    d = run([nr, state])  # no text for it: _classify_texts never sees it
+    assert d.evidence[state.event_id] == "symptom"
+    assert d.confidence == pytest.approx(0.55)
+
+
+# --- hardware suspect, where it surfaced, serial ---------------------------------------
+
+@pytest.mark.parametrize(("component", "hardware"), [
+    ("Faulty GPU", True), ("GPU Thermal Interface + Sensor", True), ("NIC", True),
+    ("Network Switch/Cable", True), ("Silent Data Corruption", True),
+    ("Software Bug", False), ("NCCL Watchdog Timeouts", False), ("Dependency", False),
+    ("Host Maintenance", False), ("Planned Maintenance", False), ("Unattributed", False),
+])
+def test_which_components_have_a_hardware_suspect(component, hardware):
+    assert culprits.is_hardware(component) is hardware
+
+
+def _inventory() -> culprits.Inventory:
+    inv = culprits.Inventory()
+    for g in range(8):
+        inv.add("n4", g, None, f"16500000000{g:02d}", f"GPU-0000000{g}")
+    return inv
+
+
+def test_bmc_thermal_culprit_gets_the_inventorys_serial():
+    sel = ev(-300, "n4", "sel_thermal", message="Temperature GPU3_Temp | Upper Critical "
+             "going high | Asserted | Reading 95 > Threshold 90 degrees C")
+    d = run([sel])
+    assert (d.component, d.culprit_host, d.culprit_gpu) == (
+        "GPU Thermal Interface + Sensor", "n4", 3)
+    where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
+                               d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
+                               _inventory(), FAILED)
+    assert where == {"culprit_host": "n4", "culprit_gpu": 3,
+                     "culprit_gpu_serial": "1650000000003", "culprit_gpu_uuid": "GPU-00000003",
+                     "surfaced_host": "n4", "surfaced_gpu": 3}
+
+
+def test_sdc_culprit_named_by_the_trainer_gets_the_serial():
+    sdc = ev(-5, None, "checksum_mismatch", message="ERROR parameter checksum mismatch "
+             "between data-parallel replicas: rank 29 (node n4, device 5) differs from "
+             "its replicas")
+    d = run([sdc])
+    where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
+                               d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
+                               _inventory(), FAILED)
+    assert (where["culprit_host"], where["culprit_gpu"], where["culprit_gpu_serial"]) == (
+        "n4", 5, "1650000000005")
+
+
+def test_straggler_is_where_a_hang_surfaced_not_a_suspect():
+    ranks = {h: set(range(i * 8, i * 8 + 8)) for i, h in enumerate(HOSTS)}
+    ranks["n4"] = ranks["n4"] - {26}
+    d = run([], watchdog=ranks)
+    where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
+                               d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
+                               _inventory(), FAILED)
+    assert (where["surfaced_host"], where["surfaced_gpu"]) == ("n4", 2)
+    assert where["culprit_host"] is None and where["culprit_gpu_serial"] is None
+
+
+def test_software_bug_surfaces_without_a_suspect():
+    seg = ev(-3, "n6", "segfault", message="pt_main_thread[2231]: segfault at 7f797fe00000 "
+             "ip 00007f7c7ac69996 sp 00007f7c12fd7c30 error 4 in libnccl.so.2[7f7c7ac00000"
+             "+d3d3000]")
+    d = run([seg])
+    where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
+                               d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
+                               _inventory(), FAILED)
+    assert d.component == "Software Bug"
+    assert where["surfaced_host"] == "n6" and where["culprit_host"] is None
+
+
+def test_the_inventory_in_force_at_the_failure():
+    inv = culprits.Inventory()
+    inv.add("n1", 2, FAILED - 86400, "OLD", "GPU-old")
+    inv.add("n1", 2, FAILED + 3600, "NEW", "GPU-new")  # swapped after the failure
+    assert inv.lookup("n1", 2, FAILED) == ("OLD", "GPU-old")
+    assert inv.lookup("n1", 2, FAILED + 7200) == ("NEW", "GPU-new")
+    assert inv.lookup("n1", 2, FAILED - 2 * 86400) == ("OLD", "GPU-old")  # first known
+    inv.add("n1", 3, None, "UNTIMED", None)
+    assert inv.lookup("n1", 3, FAILED) == ("UNTIMED", None)
+    assert inv.lookup("n1", 4, FAILED) == (None, None)
+    assert inv.lookup(None, 2, FAILED) == (None, None)
+
+
+def test_recurring_culprits_lists_hardware_suspects_only(tmp_path):
+    from faultline.db import connect
+
+    con = connect(tmp_path / "v.duckdb")
+    base = {"run": "r", "planned": False, "signal_family": None, "root_event_id": None,
+            "rule_id": "x", "confidence": 1.0, "lost_seconds": None,
+            "downtime_seconds": None, "taxonomy_version": "t", "culprit_gpu_uuid": None,
+            "surfaced_gpu": 0}
+    rows = []
+    for i, (comp, cat) in enumerate([("Software Bug", "Dependency")] * 3
+                                    + [("NCCL Watchdog Timeouts", "Unknown")] * 2
+                                    + [("Faulty GPU", "GPU")] * 2):
+        rows.append({**base, "interruption_id": f"i{i}", "job_id": str(i),
+                     "failed_at": FAILED + i, "component": comp, "category": cat,
+                     "culprit_host": "sw-host" if cat != "GPU" else "hw-host",
+                     "culprit_gpu": 0, "culprit_gpu_serial": "S-sw" if cat != "GPU"
+                     else "S-hw", "surfaced_host": "x"})
+    cols = [c[0] for c in con.execute("DESCRIBE interruptions").fetchall()]
+    con.executemany(f"INSERT INTO interruptions VALUES ({', '.join(['?'] * len(cols))})",
+                    [[r[c] if c != "failed_at" else
+                      duckdb.execute("SELECT to_timestamp(?)", [r[c]]).fetchone()[0]
+                      for c in cols] for r in rows])
+    got = con.execute("SELECT scope, culprit_host, culprit_gpu_serial, interruptions "
+                      "FROM recurring_culprits ORDER BY 1").fetchall()
+    assert got == [("gpu", "hw-host", "S-hw", 2), ("host", "hw-host", None, 2)]
+    assert set(culprits.HARDWARE_CATEGORIES) == {"GPU", "Host", "Network"}
+
+
+# --- end to end through the CLI -------------------------------------------------------
+
+def _stamp(t: float, fmt: str) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime(fmt)
+
+
+def _corpus(root: Path) -> dict:
+    """Two interruptions of one run on four hosts, then a last attempt:
+
+    job 100: node0003 stops answering one second before the end; Xid 43 on the other
+    three hosts 3-5 s after it, a DRAINING state change (no reason) later.
+    job 101: BMC over-temperature on node0002 GPU 3 (no Xid): the culprit's serial
+    comes from node0002's gpus.csv."""
+    t0 = 1_735_000_000  # 2024-12-24T00:26:40Z
+    end1, end2 = t0 + 3600, t0 + 7800
+    iso = "%Y-%m-%dT%H:%M:%S"
+    nodes = "node[0001-0004]"
+    (root / "slurm").mkdir(parents=True)
+    head = ("JobID|JobName|User|Partition|State|Start|End|Elapsed|NNodes|NodeList|"
+            "ExitCode|Reason|AdminComment\n")
+    rows = [("100", "NODE_FAIL", t0, end1), ("101", "FAILED", end1 + 300, end2),
+            ("102", "COMPLETED", end2 + 300, end2 + 4000)]
+    (root / "slurm" / "sacct.txt").write_text(head + "".join(
+        f"{j}|llama|trainer|train|{st}|{_stamp(a, iso)}|{_stamp(b, iso)}|01:00:00|4|"
+        f"{nodes}|1:0|None|\n" for j, st, a, b in rows))
+    ctld = [
+        (t0, f"sched: Allocate JobId=100 NodeList={nodes} #CPUs=768 Partition=train"),
+        (end1 - 1, "error: Nodes node0003 not responding, setting DOWN"),
+        (end1, "Killing JobId=100 on failed node node0003"),
+        (end1 + 90, "update_node: node node0003 state set to DRAINING"),
+        (end1 + 300, f"sched: Allocate JobId=101 NodeList={nodes} #CPUs=768 "
+                     "Partition=train"),
+        (end2, "_job_complete: JobId=101 WEXITSTATUS 1"),
+    ]
+    (root / "slurm" / "slurmctld.log").write_text("".join(
+        f"[{_stamp(t, iso)}.000] {m}\n" for t, m in ctld))
+    for i, host in enumerate(("node0001", "node0002", "node0003", "node0004")):
+        d = root / "hosts" / host
+        d.mkdir(parents=True)
+        lines = [f"{_stamp(t0 + 10, iso)}.000000+00:00 {host} kernel: nvidia-nvlink: "
+                 "Nvlink Core is being initialized, major device number 234"]
+        if host != "node0003":
+            lines.append(f"{_stamp(end1 + 3 + i, iso)}.412000+00:00 {host} kernel: NVRM: "
+                         f"Xid (PCI:0000:{0x18 + i:02x}:00): 43, pid={2924364 + i}, "
+                         "name=pt_main_thread, Ch 00000008")
+        (d / "kern.log").write_text("\n".join(lines) + "\n")
+        (d / "gpus.csv").write_text("index, pci.bus_id, uuid, serial\n" + "".join(
+            f"{g}, 00000000:{0x18 + g:02X}:00.0, GPU-{i}{g}aaaaaa-0000-0000-0000-000000000000"
+            f", 16{i}000000000{g}\n" for g in range(8)))
+        sel = ""
+        if host == "node0002":
+            sel = (f"   1 | {_stamp(end2 - 400, '%m/%d/%Y')} | {_stamp(end2 - 400, '%H:%M:%S')}"
+                   " | Temperature GPU3_Temp | Upper Critical going high | Asserted | "
+                   "Reading 95 > Threshold 90 degrees C\n")
+        (d / "sel.txt").write_text(sel)
+    return {"end1": end1, "end2": end2}
+
+
+def test_teardown_xids_on_many_hosts_through_ingest_and_explain(tmp_path):
+    _corpus(tmp_path / "c")
+    db = tmp_path / "db.duckdb"
+    runner = CliRunner()
+    r = runner.invoke(app, ["ingest", str(tmp_path / "c"), "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("""
+            SELECT job_id, component, rule_id, culprit_host, culprit_gpu,
+                   culprit_gpu_serial, culprit_gpu_uuid, surfaced_host, interruption_id
+            FROM interruptions ORDER BY failed_at""").fetchall()
+        assert [r[:8] for r in rows] == [
+            ("100", "Host Maintenance", "sched.not_responding", None, None, None, None,
+             "node0003"),
+            ("101", "GPU Thermal Interface + Sensor", "bmc.gpu_thermal", "node0002", 3,
+             "1610000000003", "GPU-13aaaaaa-0000-0000-0000-000000000000", "node0002"),
+        ]
+        roles = dict(con.execute("""
+            SELECT e.kind || coalesce(':' || e.xid, '') || '@' || e.host, x.role
+            FROM interruption_evidence x JOIN events e USING (event_id)
+            WHERE x.interruption_id = ? AND e.kind IN ('xid', 'node_drain')""",
+                                 [rows[0][8]]).fetchall())
+        assert roles == {"xid:43@node0001": "symptom", "xid:43@node0002": "symptom",
+                         "xid:43@node0004": "symptom", "node_drain@node0003": "symptom"}
+        assert con.execute("SELECT count(*) FROM interruption_evidence WHERE role = "
+                           "'contradicting'").fetchone()[0] == 0
+        draining = con.execute("SELECT message FROM events WHERE kind = 'node_drain'"
+                               ).fetchone()[0]
+        sha = hashlib.sha256(draining.encode()).hexdigest()
+        assert con.execute("SELECT count(*) FROM text_predictions WHERE text_sha256 = ?",
+                           [sha]).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM recurring_culprits").fetchone()[0] == 0
+    r = runner.invoke(app, ["explain", "--db", str(db), rows[0][8]],
+                      env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert "Host Maintenance" in r.output and "sched.not_responding" in r.output
+    assert "no hardware suspect" in r.output and "surfaced on: node0003" in r.output
+    root_line = next(ln for ln in r.output.splitlines()
+                     if ln.strip().startswith("root ") and "root cause" not in ln)
+    assert "not responding" in root_line and "Xid" not in root_line
+    r = runner.invoke(app, ["explain", "--db", str(db), rows[1][8]],
+                      env={"COLUMNS": "250"})
+    assert "serial 1610000000003" in r.output and "hardware suspect" in r.output
+    r = runner.invoke(app, ["report", "--db", str(db), "--format", "json"])
+    got = {row["component"]: row["interruptions"] for row in json.loads(r.output)["rows"]
+           if row["interruptions"]}
+    assert got == {"Host Maintenance": 1, "GPU Thermal Interface + Sensor": 1}
