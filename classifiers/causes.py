@@ -86,21 +86,23 @@ def after_end(ts: float, failed: float) -> bool:
 
 
 def explained_before(ranked: Sequence[tuple[int, float, Timed]], failed: float,
-                     watchdog: bool, exclude: set[str]) -> bool:
-    """Whether something written up to the end explains the stop: a hardware, host,
-    software or scheduler signal (not one of ``exclude``), or NCCL watchdog timeouts
-    (a hang)."""
-    return watchdog or any(
+                     accounted: bool, exclude: set[str]) -> bool:
+    """Whether something explains the stop without the teardown: a hardware, host,
+    software or scheduler signal written up to the end (not one of ``exclude``), or
+    ``accounted``: NCCL watchdog timeouts (a hang) or a drain reason a person or a
+    health check wrote for one of the job's hosts."""
+    return accounted or any(
         tier in EXPLAINING_TIERS and not after_end(ts, failed) and c.event_id not in exclude
         for tier, ts, c in ranked)
 
 
 def consequences(ranked: Sequence[tuple[int, float, Timed]], failed: float,
-                 watchdog: bool, job_hosts: int) -> tuple[set[str], set[str]]:
+                 accounted: bool, job_hosts: int) -> tuple[set[str], set[str]]:
     """(the job dying, the teardown): event ids that may not be the root while
-    anything else is. ``ranked`` holds (tier, ts, event) of the events with a rule."""
+    anything else explains the stop. ``ranked`` holds (tier, ts, event) of the events
+    with a rule; ``accounted`` as in :func:`explained_before`."""
     dying = job_dying((c for _t, _ts, c in ranked), job_hosts)
-    if not explained_before(ranked, failed, watchdog, dying):
+    if not explained_before(ranked, failed, accounted, dying):
         return dying, set()
     late = {c.event_id for tier, ts, c in ranked
             if tier in LATE_TIERS and after_end(ts, failed)} - dying

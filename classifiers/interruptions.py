@@ -311,7 +311,7 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
     stated = {c.event_id for c in mine if c.event_id not in texts}
     # what the job's end wrote is no cause while something before it explains the stop
     dying, late = causes.consequences([(t, ts, c) for t, ts, c, _r in ranked], failed,
-                                      bool(watchdog), len(hosts))
+                                      bool(watchdog) or bool(drains), len(hosts))
     not_roots = dying | late
     eligible = [r for r in ranked if r[2].event_id not in not_roots]
     if eligible:

@@ -129,6 +129,20 @@ def test_sram_error_before_the_end_wins_over_teardown_xids():
     assert all(d.evidence[x.event_id] == "symptom" for x in late)
 
 
+def test_a_drain_reason_explains_the_stop_over_a_teardown_xid():
+    """A health check's reason for the node (SRAM ECC) is an account of the stop: the
+    teardown Xid after the end is no cause beside it."""
+    late = xid43(6, "n2")
+    drain = ev(600, "n2", "node_drain", message="update_node: node n2 reason set to: "
+               "gpu 1 uncorrectable SRAM ECC", attrs={"reason": "gpu 1 uncorrectable SRAM "
+                                                      "ECC"})
+    texts = {drain.event_id: ("GPU SRAM Memory", 0.9, "m")}
+    d = run([late, drain], texts=texts)
+    assert (d.component, d.root, d.culprit_gpu) == ("GPU SRAM Memory", drain, 1)
+    assert d.evidence[late.event_id] == "symptom"
+    assert run([late]).root is late  # without it, the Xid is all there is
+
+
 # --- host spread ----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("job_hosts", "need"), [
