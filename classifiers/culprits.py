@@ -92,12 +92,15 @@ class Inventory:
 def placement(component: str, culprit_host: str | None, culprit_gpu: int | None,
               culprit_serial: str | None, surfaced_host: str | None,
               surfaced_gpu: int | None, inventory: Inventory, failed: float) -> dict:
-    """The interruption's location columns: where it surfaced always; the hardware
+    """The interruption's location columns: where it surfaced (host, GPU, serial)
+    always; the hardware
     suspect (host, GPU index, serial, UUID) only for a hardware component, the serial
     and UUID from the inventory in force at ``failed`` (the root event's own serial
     when the inventory does not list the GPU)."""
-    out = {"surfaced_host": surfaced_host if surfaced_host is not None else culprit_host,
-           "surfaced_gpu": surfaced_gpu if surfaced_host is not None else culprit_gpu,
+    if surfaced_host is None:
+        surfaced_host, surfaced_gpu = culprit_host, culprit_gpu
+    out = {"surfaced_host": surfaced_host, "surfaced_gpu": surfaced_gpu,
+           "surfaced_gpu_serial": inventory.lookup(surfaced_host, surfaced_gpu, failed)[0],
            "culprit_host": None, "culprit_gpu": None, "culprit_gpu_serial": None,
            "culprit_gpu_uuid": None}
     if not is_hardware(component):

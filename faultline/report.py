@@ -231,6 +231,8 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
         where = i["surfaced_host"]
         if i.get("surfaced_gpu") is not None:
             where += f" GPU {i['surfaced_gpu']}"
+        if i.get("surfaced_gpu_serial"):
+            where += f" (serial {i['surfaced_gpu_serial']})"
         console.print(f"surfaced on: {where}")
     for e in data["evidence"]:
         console.print(f"  [{_ROLE_STYLE.get(e['role'], '')}]{e['role']:<13}[/] {e['ts']} "

@@ -286,6 +286,9 @@ INTERRUPTIONS = Table(
                "(extension).", nullable=True),
         Column("surfaced_gpu", I32, "GPU index on the surfaced host (extension).",
                nullable=True, minimum=0),
+        Column("surfaced_gpu_serial", S, "Serial of that GPU, from the inventory in "
+               "force at the failure (a straggler's GPU, by serial) (extension).",
+               nullable=True),
     ),
 )
 

@@ -239,7 +239,8 @@ def test_bmc_thermal_culprit_gets_the_inventorys_serial():
                                _inventory(), FAILED)
     assert where == {"culprit_host": "n4", "culprit_gpu": 3,
                      "culprit_gpu_serial": "1650000000003", "culprit_gpu_uuid": "GPU-00000003",
-                     "surfaced_host": "n4", "surfaced_gpu": 3}
+                     "surfaced_host": "n4", "surfaced_gpu": 3,
+                     "surfaced_gpu_serial": "1650000000003"}
 
 
 def test_sdc_culprit_named_by_the_trainer_gets_the_serial():
@@ -261,7 +262,8 @@ def test_straggler_is_where_a_hang_surfaced_not_a_suspect():
     where = culprits.placement(d.component, d.culprit_host, d.culprit_gpu,
                                d.culprit_serial, d.surfaced_host, d.surfaced_gpu,
                                _inventory(), FAILED)
-    assert (where["surfaced_host"], where["surfaced_gpu"]) == ("n4", 2)
+    assert (where["surfaced_host"], where["surfaced_gpu"],
+            where["surfaced_gpu_serial"]) == ("n4", 2, "1650000000002")
     assert where["culprit_host"] is None and where["culprit_gpu_serial"] is None
 
 
@@ -297,7 +299,7 @@ def test_recurring_culprits_lists_hardware_suspects_only(tmp_path):
     base = {"run": "r", "planned": False, "signal_family": None, "root_event_id": None,
             "rule_id": "x", "confidence": 1.0, "lost_seconds": None,
             "downtime_seconds": None, "taxonomy_version": "t", "culprit_gpu_uuid": None,
-            "surfaced_gpu": 0}
+            "surfaced_gpu": 0, "surfaced_gpu_serial": None}
     rows = []
     for i, (comp, cat) in enumerate([("Software Bug", "Dependency")] * 3
                                     + [("NCCL Watchdog Timeouts", "Unknown")] * 2
