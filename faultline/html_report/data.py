@@ -58,7 +58,8 @@ def _interruptions(con: duckdb.DuckDBPyConnection, run: str) -> list[dict]:
     return _rows(con, """
         SELECT interruption_id, failed_at AT TIME ZONE 'UTC' AS failed_at, planned,
                component, category, job_id, culprit_host, culprit_gpu,
-               culprit_gpu_serial, coalesce(lost_seconds, 0) / 3600.0 AS lost_hours,
+               culprit_gpu_serial, surfaced_host,
+               coalesce(lost_seconds, 0) / 3600.0 AS lost_hours,
                coalesce(downtime_seconds, 0) / 3600.0 AS downtime_hours,
                (coalesce(lost_seconds, 0) + coalesce(downtime_seconds, 0)) / 3600.0
                    AS total_hours
