@@ -318,6 +318,11 @@ def test_recurring_culprits_lists_hardware_suspects_only(tmp_path):
                       "FROM recurring_culprits ORDER BY 1").fetchall()
     assert got == [("gpu", "hw-host", "S-hw", 2), ("host", "hw-host", None, 2)]
     assert set(culprits.HARDWARE_CATEGORIES) == {"GPU", "Host", "Network"}
+    from faultline.html_report import data  # the report's lists suggest replacement too
+
+    assert {r["host"] for r in data._culprit_hosts(con, "r")} == {"hw-host"}
+    assert [(r["host"], r["serial"], r["interruptions"])
+            for r in data._culprit_gpus(con, "r")] == [("hw-host", "S-hw", 2)]
 
 
 # --- end to end through the CLI -------------------------------------------------------
