@@ -40,9 +40,6 @@ SPREAD_SHARE = 0.5  # ...or this share of a small job's hosts (at least two)
 # tiers whose signals describe what the job's processes or its peers saw
 LATE_TIERS = frozenset({signals.SOFTWARE, signals.SCHEDULER, signals.TRANSPORT,
                         signals.WATCHDOG})
-# tiers that explain a stop: anything but transport errors (any dead peer makes those)
-EXPLAINING_TIERS = frozenset({signals.HARDWARE, signals.HOST, signals.SOFTWARE,
-                              signals.SCHEDULER})
 
 
 class Timed(Protocol):
@@ -87,13 +84,13 @@ def after_end(ts: float, failed: float) -> bool:
 
 def explained_before(ranked: Sequence[tuple[int, float, Timed]], failed: float,
                      accounted: bool, exclude: set[str]) -> bool:
-    """Whether something explains the stop without the teardown: a hardware, host,
-    software or scheduler signal written up to the end (not one of ``exclude``), or
-    ``accounted``: NCCL watchdog timeouts (a hang) or a drain reason a person or a
-    health check wrote for one of the job's hosts."""
-    return accounted or any(
-        tier in EXPLAINING_TIERS and not after_end(ts, failed) and c.event_id not in exclude
-        for tier, ts, c in ranked)
+    """Whether something explains the stop without the teardown: a signal that names a
+    component written up to the end (not one of ``exclude``; even an NCCL transport
+    error says a peer vanished before the job was killed), or ``accounted``: NCCL
+    watchdog timeouts (a hang) or a drain reason a person or a health check wrote for
+    one of the job's hosts."""
+    return accounted or any(not after_end(ts, failed) and c.event_id not in exclude
+                            for _tier, ts, c in ranked)
 
 
 def consequences(ranked: Sequence[tuple[int, float, Timed]], failed: float,

@@ -110,6 +110,16 @@ def test_watchdog_timeouts_before_the_end_explain_a_hang():
     assert d.evidence[late.event_id] == "symptom"
 
 
+def test_a_vanished_peer_before_the_end_explains_more_than_a_teardown_xid():
+    # NCCL <= 2.17 wording (log_signatures.md, section 4: NCCL transport)
+    peer = ev(-8, "n1", "nccl_ib_error", message="NET/IB : Got completion from peer "
+              "10.1.0.13<47120> with error 12, opcode 0, len 0, vendor err 129")
+    late = xid43(3, "n2")
+    d = run([peer, late])
+    assert (d.component, d.root) == ("Network Switch/Cable", peer)
+    assert d.evidence[late.event_id] == "symptom"
+
+
 def test_hardware_after_the_end_keeps_the_clock_allowance():
     """A PSU does not fail because a job was killed, and BMC clocks drift: a hardware
     or host signal within the skew allowance is still the cause."""
