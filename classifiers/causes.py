@@ -26,13 +26,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Protocol
 
 from faultline.classifiers import signals
+from faultline.schemas.taxonomy import load_taxonomy
 
-# Xids NVIDIA's catalog says an application (or its teardown) causes: graphics engine
-# exception, MMU fault, channel stopped, preemptive cleanup.
+# Xids an application (or its teardown) causes: graphics engine exception (13), MMU
+# fault (31), channel stopped (43), preemptive cleanup (45); with every other code
+# NVIDIA's catalog gives role "app" (schemas/taxonomy/xid_catalog.csv), see app_xids().
 APP_XIDS = frozenset({13, 31, 43, 45})
+
+
+@cache
+def app_xids() -> frozenset[int]:
+    """:data:`APP_XIDS` and the catalog's other application-side codes."""
+    return APP_XIDS | {x for x, e in load_taxonomy().xids.items() if e.role == "app"}
 END_GRACE_S = 1.0  # sacct's End has whole seconds: the same second is still "before"
 SPREAD_S = 30.0  # one teardown reaches every host within seconds
 SPREAD_HOSTS = 3  # hosts that make a spread on a large job...
@@ -63,7 +72,8 @@ def spread_threshold(job_hosts: int) -> int:
 def job_dying(cands: Iterable[Timed], job_hosts: int) -> set[str]:
     """Event ids of application Xids that belong to a burst over many hosts: within
     :data:`SPREAD_S` of each other on at least :func:`spread_threshold` hosts."""
-    app = sorted((c for c in cands if c.kind == "xid" and c.xid in APP_XIDS and c.host),
+    codes = app_xids()
+    app = sorted((c for c in cands if c.kind == "xid" and c.xid in codes and c.host),
                  key=lambda c: (c.ts, c.event_id))
     need = spread_threshold(job_hosts)
     out: set[str] = set()

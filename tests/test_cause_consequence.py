@@ -177,6 +177,16 @@ def test_app_xids_spread_over_minutes_are_no_burst():
     assert (d.component, d.root) == ("Software Bug", apart[0])
 
 
+def test_the_catalogs_application_xids_count_for_the_spread():
+    assert {13, 31, 43, 45} <= causes.app_xids()
+    assert causes.app_xids().isdisjoint({48, 79, 74, 94, 95, 119, 140})  # hardware
+    mixed = [ev(-1, "n1", "xid", 13, gpu=0), ev(-0.9, "n2", "xid", 31, gpu=0),
+             ev(-0.8, "n3", "xid", 43, gpu=0)]
+    assert causes.job_dying(mixed, 8) == {m.event_id for m in mixed}
+    hw = [ev(-1 + 0.1 * i, h, "xid", 79, gpu=0) for i, h in enumerate(HOSTS[:3])]
+    assert causes.job_dying(hw, 8) == set()
+
+
 def test_two_hosts_of_a_two_host_job_are_the_whole_job():
     pair = [xid43(-1, "n1"), xid43(-0.5, "n2")]
     assert causes.job_dying(pair, 2) == {p.event_id for p in pair}
