@@ -247,10 +247,14 @@ def drain_reason(c: Candidate) -> str | None:
     contradict a root."""
     reason = c.attrs.get("reason")
     if reason is not None:
-        return str(reason).strip() or None
+        text = str(reason).strip()
+        return text if text.lower() not in _NO_REASON else None
     if "state" in c.attrs:
         return None
     return c.message.strip() or None
+
+
+_NO_REASON = frozenset({"", "none", "(null)", "n/a"})  # how Slurm writes "no reason"
 
 
 _PEER = re.compile(r"from peer ([0-9a-fA-F:.]+)")

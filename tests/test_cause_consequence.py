@@ -218,6 +218,9 @@ def test_a_state_change_carries_no_reason():
     assert drain_reason(Candidate("y", 0.0, reason.host, reason.kind, None,
                                   reason.message, reason.attrs, None, None,
                                   None)) == "xid 79 gpu 3"
+    for empty in ("", "  ", "none", "(null)"):
+        assert drain_reason(Candidate("z", 0.0, "n1", "node_drain", None, "m",
+                                      {"reason": empty}, None, None, None)) is None
 
 
 def test_a_draining_line_is_a_symptom_not_contradicting_evidence():
