@@ -10,6 +10,10 @@ only a hardware component gets ``culprit_host`` / ``culprit_gpu`` and the GPU's 
 and UUID, read from the host's inventory in force at the failure (a swapped GPU keeps
 its slot's index but not its serial), so "which GPUs failed more than once" is
 answered by serial whatever kind of event named the GPU.
+
+When only NCCL watchdog timeouts explain a stop, the straggler (the host whose ranks
+never reported, :func:`straggler`) is where the hang surfaced; :class:`Watchdog` reads
+the timeouts lazily.
 """
 
 from __future__ import annotations
@@ -93,10 +97,9 @@ def placement(component: str, culprit_host: str | None, culprit_gpu: int | None,
               culprit_serial: str | None, surfaced_host: str | None,
               surfaced_gpu: int | None, inventory: Inventory, failed: float) -> dict:
     """The interruption's location columns: where it surfaced (host, GPU, serial)
-    always; the hardware
-    suspect (host, GPU index, serial, UUID) only for a hardware component, the serial
-    and UUID from the inventory in force at ``failed`` (the root event's own serial
-    when the inventory does not list the GPU)."""
+    always; the hardware suspect (host, GPU index, serial, UUID) only for a hardware
+    component. Serial and UUID come from the inventory in force at ``failed`` (the
+    root event's own serial when the inventory does not list the GPU)."""
     if surfaced_host is None:
         surfaced_host, surfaced_gpu = culprit_host, culprit_gpu
     out = {"surfaced_host": surfaced_host, "surfaced_gpu": surfaced_gpu,
