@@ -455,3 +455,49 @@ def test_teardown_xids_on_many_hosts_through_ingest_and_explain(tmp_path):
     got = {row["component"]: row["interruptions"] for row in json.loads(r.output)["rows"]
            if row["interruptions"]}
     assert got == {"Host Maintenance": 1, "GPU Thermal Interface + Sensor": 1}
+
+
+def test_teardown_xids_on_every_host_leave_the_sample_components_right(tmp_path,
+                                                                      repo_root):
+    """The sample corpus, plus what a real driver prints when Slurm kills a job: Xid 43
+    on every GPU of every host of each failed attempt, 2-8 s after its end. Every
+    interruption keeps the component of the truth (before the rule, the watchdog
+    interruption became a Software Bug)."""
+    import csv
+    import datetime as dt
+    import random
+    import shutil
+
+    from faultline.pipeline.hostlist import try_expand_hostlist
+
+    root = tmp_path / "sample"
+    shutil.copytree(repo_root / "fixtures" / "sample", root)
+    with (root / "corpus" / "slurm" / "sacct.txt").open(newline="") as f:
+        nodes = {r["JobID"]: r["NodeList"] for r in csv.DictReader(f, delimiter="|")}
+    with (root / "truth" / "interruptions.csv").open(newline="") as f:
+        truth = list(csv.DictReader(f))
+    rng = random.Random(7)
+    lines: dict[str, list[tuple[float, str]]] = {}
+    for t in truth:
+        if t["planned"] == "True":
+            continue
+        end = dt.datetime.fromisoformat(t["failed_at"]).timestamp()
+        for host in try_expand_hostlist(nodes[t["job_id"]]):
+            for g in range(8):
+                ts = end + rng.uniform(2, 8)
+                stamp = dt.datetime.fromtimestamp(ts, dt.UTC).isoformat()
+                lines.setdefault(host, []).append((ts, (
+                    f"{stamp} {host} kernel: NVRM: Xid (PCI:0000:{0x18 + g:02x}:00): 43, "
+                    f"pid={rng.randrange(2000, 99999)}, name=pt_main_thread, Ch 00000008")))
+    for host, rows in lines.items():
+        (root / "corpus" / "hosts" / host / "teardown.log").write_text(
+            "\n".join(text for _ts, text in sorted(rows)) + "\n")
+    db = tmp_path / "db.duckdb"
+    r = CliRunner().invoke(app, ["ingest", str(root / "corpus"), "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM events WHERE kind = 'xid' AND xid = 43"
+                           ).fetchone()[0] == sum(map(len, lines.values()))
+        got = con.execute("SELECT job_id, component FROM interruptions "
+                          "WHERE run LIKE '%llama3-405b' ORDER BY failed_at").fetchall()
+    assert [(t["job_id"], t["component"]) for t in truth] == got
