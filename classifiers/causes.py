@@ -42,6 +42,8 @@ APP_XIDS = frozenset({13, 31, 43, 45})
 def app_xids() -> frozenset[int]:
     """:data:`APP_XIDS` and the catalog's other application-side codes."""
     return APP_XIDS | {x for x, e in load_taxonomy().xids.items() if e.role == "app"}
+FAULT_XIDS = frozenset({13, 31})  # the job's kernels faulted (43/45: channels torn down)
+LEAD_S = 1.0  # a crash's first host leads the others' teardown by more than this
 END_GRACE_S = 1.0  # sacct's End has whole seconds: the same second is still "before"
 SPREAD_S = 30.0  # one teardown reaches every host within seconds
 SPREAD_HOSTS = 3  # hosts that make a spread on a large job...
@@ -69,21 +71,40 @@ def spread_threshold(job_hosts: int) -> int:
     return max(2, min(SPREAD_HOSTS, math.ceil(SPREAD_SHARE * job_hosts)))
 
 
-def job_dying(cands: Iterable[Timed], job_hosts: int) -> set[str]:
+def job_dying(cands: Iterable[Timed], job_hosts: int,
+              failed: float | None = None) -> set[str]:
     """Event ids of application Xids that belong to a burst over many hosts: within
-    :data:`SPREAD_S` of each other on at least :func:`spread_threshold` hosts."""
+    :data:`SPREAD_S` of each other on at least :func:`spread_threshold` hosts.
+
+    The burst's *leader* is not the job dying but what killed it: a fault Xid (13, 31:
+    an exception or MMU fault of the job's own kernels) written before the end, at
+    least :data:`LEAD_S` ahead of every other host's, is where the crash began (the
+    others' 43s and 45s are their processes being torn down after it). Teardown by a
+    kill reaches every host within the same second and has no leader."""
     codes = app_xids()
     app = sorted((c for c in cands if c.kind == "xid" and c.xid in codes and c.host),
                  key=lambda c: (c.ts, c.event_id))
     need = spread_threshold(job_hosts)
     out: set[str] = set()
     lo = 0
+    bursts: list[list[Timed]] = []
     for hi, c in enumerate(app):  # sliding window over time
         while app[lo].ts < c.ts - SPREAD_S:
             lo += 1
         burst = app[lo:hi + 1]
         if len({b.host for b in burst}) >= need:
-            out.update(b.event_id for b in burst)
+            new = [b for b in burst if b.event_id not in out]
+            out.update(b.event_id for b in new)
+            if bursts and new and new[0].ts - bursts[-1][-1].ts <= SPREAD_S:
+                bursts[-1].extend(new)
+            elif new:
+                bursts.append(new)
+    for burst in bursts:
+        lead = burst[0]
+        others = [b.ts for b in burst if b.host != lead.host]
+        if (lead.xid in FAULT_XIDS and others and min(others) - lead.ts >= LEAD_S
+                and (failed is None or not after_end(lead.ts, failed))):
+            out -= {b.event_id for b in burst if b.host == lead.host and b.ts < min(others)}
     return out
 
 
@@ -108,7 +129,7 @@ def consequences(ranked: Sequence[tuple[int, float, Timed]], failed: float,
     """(the job dying, the teardown): event ids that may not be the root while
     anything else explains the stop. ``ranked`` holds (tier, ts, event) of the events
     with a rule; ``accounted`` as in :func:`explained_before`."""
-    dying = job_dying((c for _t, _ts, c in ranked), job_hosts)
+    dying = job_dying((c for _t, _ts, c in ranked), job_hosts, failed)
     if not explained_before(ranked, failed, accounted, dying):
         return dying, set()
     late = {c.event_id for tier, ts, c in ranked

@@ -187,6 +187,36 @@ def test_the_catalogs_application_xids_count_for_the_spread():
     assert causes.job_dying(hw, 8) == set()
 
 
+def test_the_host_whose_kernels_faulted_first_leads_the_burst():
+    """An Xid 13 on n1 three seconds before the others' teardown is where the crash
+    began: the cause, not part of the job dying; the peers' NCCL errors do not win."""
+    lead = ev(-8, "n1", "xid", 13, "NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', "
+              "name=<unknown>, Graphics SM Warp Exception on (GPC 9, TPC 1, SM 1): Out Of "
+              "Range Address", gpu=4)
+    rest = [xid43(-5 + 0.1 * i, h) for i, h in enumerate(HOSTS[1:])]
+    peer = ev(-4, "n5", "nccl_ib_error", message="NET/IB : Got completion from peer "
+              "10.1.0.11<47120> with error 12, opcode 0, len 0, vendor err 129")
+    d = run([lead, *rest, peer])
+    assert (d.component, d.root, d.surfaced_host, d.surfaced_gpu) == (
+        "Software Bug", lead, "n1", 4)
+    assert {d.evidence[x.event_id] for x in rest} == {"symptom"}
+
+
+@pytest.mark.parametrize(("code", "lead_dt", "leads"), [
+    (13, -8, True), (31, -8, True),
+    (43, -8, False),  # a channel stopping first is still teardown
+    (13, -5.5, False),  # within a second of the others: no leader
+    (13, 0.5, True), (13, 2, False),  # after the end it leads nothing
+])
+def test_who_leads_a_burst(code, lead_dt, leads):
+    lead = ev(lead_dt, "n1", "xid", code, gpu=0)
+    rest = [ev(-5 + 0.1 * i if lead_dt < 0 else 3 + 0.1 * i, h, "xid", 43, gpu=0)
+            for i, h in enumerate(HOSTS[1:4])]
+    dying = causes.job_dying([lead, *rest], len(HOSTS), FAILED)
+    assert dying >= {r.event_id for r in rest}
+    assert (lead.event_id not in dying) == leads
+
+
 def test_two_hosts_of_a_two_host_job_are_the_whole_job():
     pair = [xid43(-1, "n1"), xid43(-0.5, "n2")]
     assert causes.job_dying(pair, 2) == {p.event_id for p in pair}
