@@ -414,9 +414,12 @@ def test_every_rule_and_its_examples(rule):
     assert rule.kind in EVENT_KINDS
     assert rule.examples and rule.source
     assert all(rule.needles), "every select alternative needs a literal needle"
-    for example in rule.examples:
-        mm = kernel_messages.classify(example)
+    for ex in rule.examples:
+        example = ex.line
+        mm = kernel_messages.classify(example, ex.program)
         assert mm is not None and mm.rule_id == rule.id, example
+        assert (mm.device, mm.xid) == (ex.device, ex.xid), example
+        assert {k: mm.attrs.get(k) for k, _ in ex.attrs} == dict(ex.attrs), example
         assert re.search(rule.select, example), example  # Python re
         assert pl.Series([example]).str.contains(rule.select)[0], example  # Rust regex
         assert any(n in example for n in rule.needles), example
