@@ -400,9 +400,12 @@ def _slot_fields(m: re.Match, mm: MessageMatch) -> None:
 # --- generic: the rule's named groups ---------------------------------------------------
 
 
+_NUMBER = re.compile(r"-?[0-9]{1,15}")  # ASCII digits: int() of "²" fails
+
+
 def _group_value(text: str) -> int | str:
     """A named group's value: a decimal number as int (when it fits), else the text."""
-    return int(text) if text.isdecimal() and len(text) < 16 else text
+    return int(text) if _NUMBER.fullmatch(text) else text
 
 
 def groups_fields(m: re.Match, mm: MessageMatch) -> None:
