@@ -134,7 +134,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+           progress: Callable[[int, int], None] | None = None,
+           rules: tuple[str, ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -162,7 +163,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
         settings = IngestSettings(tz=tz, year=year,
-                                  window=None if year else corpus_window(paths, tz))
+                                  window=None if year else corpus_window(paths, tz),
+                                  rules=rules)
         staging.clear()
         try:
             con = fdb.connect(db)

@@ -231,6 +231,16 @@ def _absorb_rm_init(mm: MessageMatch, msg: str) -> bool:
     return dev is None or mm.device is None or dev == mm.device
 
 
+def _absorb_fallen_tail(mm: MessageMatch, msg: str) -> bool:
+    """The rest of the three-line "The NVIDIA GPU <bdf> ... fallen off the bus" report."""
+    if "(PCI ID:" in msg and "installed in this system has" in msg:
+        pci_id = re.search(r"\(PCI ID: ([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)", msg)
+        if pci_id:
+            mm.attrs["pci_id"] = pci_id.group(1).lower()
+        return True
+    return "fallen off the bus and is not responding" in msg
+
+
 def _driver_fields(m: re.Match, mm: MessageMatch) -> None:
     mm.attrs["version"] = m.group(2)
     mm.attrs["open"] = m.group(1) is not None
@@ -319,8 +329,9 @@ _AER_SEV = (
     r"|Uncorrectable \((?:Non-Fatal|Fatal)\)"
 )
 _BUS_ERROR_RE = re.compile(
-    r"^(?:\S+ )?(?P<dev>" + _BDF + r"): (?:AER: )?(?:PCIe|CXL) Bus Error: severity=(?P<sev>[^,]+), "
-    r"type=(?P<type>[^,]+), \((?P<agent>[^)]*)\)"
+    # "id=00e8(Receiver ID)": kernels before 4.x name the agent by its requester id
+    r"^\s*(?:\S+ )?(?P<dev>" + _BDF + r"): (?:AER: )?(?:PCIe|CXL) Bus Error: "
+    r"severity=(?P<sev>[^,]+), type=(?P<type>[^,]+), (?:id=[0-9a-fA-F]{4})?\((?P<agent>[^)]*)\)"
 )
 _AER_DETAIL_RE = re.compile(r"^(?:\S+ )?(?P<dev>" + _BDF + r"): (?:AER: )?(?P<body>  .*)$")
 _AER_STATUS_RE = re.compile(
@@ -464,6 +475,7 @@ FIELDS: dict[str, Fields] = {
 ABSORB: dict[str, Absorb] = {
     "serial": _absorb_serial,
     "rm_init": _absorb_rm_init,
+    "fallen_tail": _absorb_fallen_tail,
     "sxid": _absorb_sxid,
     "aer": _absorb_aer,
     "aer_detail": _absorb_aer_detail,
