@@ -140,9 +140,9 @@ class RuleSet:
     def __post_init__(self) -> None:
         by_id: dict[str, Rule] = {}
         for r in self.rules:
-            if r.id in by_id:
-                raise RuleError(f"{r.origin}: rule {r.id!r}: id already used by a rule of "
-                                f"{by_id[r.id].origin}")
+            if r.id in by_id:  # name the earlier one: a site file, before the built-ins
+                raise RuleError(f"{by_id[r.id].origin}: rule {r.id!r}: id already used by "
+                                f"a rule of {r.origin}")
             by_id[r.id] = r
         object.__setattr__(self, "by_id", by_id)
         object.__setattr__(self, "select_pattern",
