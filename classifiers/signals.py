@@ -116,6 +116,8 @@ RULES: tuple[Rule, ...] = (
     _r("nic.cmd_failed", "nic_cmd_failed", "NIC", "NIC firmware", SOFTWARE, 0.5,
        r"^(?!.*ACCESS_REG)"),
     _r("dep.nfs_state", "nfs_error", "Dependency", "NFS", SOFTWARE, 0.7),
+    # the driver resets the queue and goes on: evidence only when nothing says more
+    _r("nic.tx_timeout", "nic_tx_timeout", "NIC", "NIC TX timeout", TRANSPORT, 0.5),
     _r("host.os_limit", "os_limit", "Host Maintenance", "OS limit", SOFTWARE, 0.6),
     _r("host.disk_full", "disk_full", "Host Maintenance", "disk full", SOFTWARE, 0.5),
 )

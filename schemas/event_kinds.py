@@ -23,6 +23,7 @@ EVENT_KINDS: dict[str, str] = {
     "nic_health": "mlx5 firmware health / fatal error / health compromised",
     "nic_cmd_timeout": "mlx5 firmware command timeout",
     "nic_cmd_failed": "mlx5 firmware command failed (status, syndrome in attrs)",
+    "nic_tx_timeout": "NIC transmit/receive queue timeout (NETDEV WATCHDOG, mlx5 TX/RX)",
     "pcie_power": "device reports insufficient PCIe slot power",
     # --- host hardware (kernel) ---
     "pcie_aer": "PCIe AER error report",

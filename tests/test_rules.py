@@ -255,6 +255,7 @@ def test_a_recovery_ends_the_outage_as_its_own_event():
      "failed", None),
     ("nfs_error", "nfs4_reclaim_open_state: Lock reclaim failed!", "Dependency"),
     ("nfs_recovered", "nfs: server fs01 OK", None),
+    ("nic_tx_timeout", "NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue 0 timed out", "NIC"),
     ("os_limit", "VFS: file-max limit 1000000 reached", "Host Maintenance"),
     ("disk_full", "Failed to open system journal: No space left on device",
      "Host Maintenance"),
