@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from faultline.pipeline.parsers.kernel_rules import ruleset
-from faultline.pipeline.parsers.kernel_rules_check import _read
+from faultline.pipeline.parsers.kernel_rules_check import read_line
 from faultline.schemas.event_kinds import EVENT_KINDS
 
 DATA = Path(__file__).parent / "data" / "real_kernel_lines.toml"
@@ -47,7 +47,7 @@ def test_recall_kind_accuracy_and_false_alarms_on_real_lines(real):
     rs = ruleset()
     found, right, misses, wrong = 0, 0, [], []
     for e in real["event"]:
-        mm, _ = _read(rs, e["line"], None)
+        mm, _ = read_line(rs, e["line"], None)
         if mm is None:
             misses.append(e["line"])
             continue
@@ -58,7 +58,7 @@ def test_recall_kind_accuracy_and_false_alarms_on_real_lines(real):
             wrong.append((e["kind"], mm.kind, e["line"]))
     alarms = []
     for r in real["routine"]:
-        mm, _ = _read(rs, r["line"], None)
+        mm, _ = read_line(rs, r["line"], None)
         if mm is not None:
             alarms.append((mm.kind, r["line"]))
     n_ev, n_rt = len(real["event"]), len(real["routine"])

@@ -47,7 +47,8 @@ class CheckReport:
         return not self.problems
 
 
-def _read(rs: RuleSet, line: str, program: str | None) -> tuple[MessageMatch | None, str]:
+def read_line(rs: RuleSet, line: str, program: str | None = None
+              ) -> tuple[MessageMatch | None, str]:
     """The set's reading of ``line`` as a message, else as a whole kernel log line."""
     mm = rs.classify(line, program)
     if mm is not None:
@@ -62,7 +63,7 @@ def _read(rs: RuleSet, line: str, program: str | None) -> tuple[MessageMatch | N
 
 def _example_problems(rs: RuleSet, rule: Rule, i: int, ex: Example) -> list[str]:
     where = f"{rule.origin}: rule {rule.id}: example #{i}"
-    mm, message = _read(rs, ex.line, ex.program)
+    mm, message = read_line(rs, ex.line, ex.program)
     if mm is None:
         return [f"{where}: no rule reads it: {ex.line!r}"]
     if mm.rule_id != rule.id:
@@ -94,7 +95,7 @@ def check_rules(rules: Sequence[Rule], rs: RuleSet) -> CheckReport:
             report.problems.extend(_example_problems(rs, rule, i, ex))
         for j, line in enumerate(rule.not_examples, 1):
             report.not_examples += 1
-            mm, _ = _read(rs, line, None)
+            mm, _ = read_line(rs, line, None)
             if mm is not None and mm.rule_id == rule.id:
                 report.problems.append(f"{rule.origin}: rule {rule.id}: not_example #{j} "
                                        f"is read by the rule: {line!r}")
