@@ -124,7 +124,8 @@ class Rule:
         (FIELDS[self.fields] if self.fields else groups_fields)(m, mm)
         if self.xid is not None:
             mm.xid = self.xid
-        mm.attrs.update(self.attrs)
+        # a fresh list per event: absorbing lines may append to one
+        mm.attrs.update((k, list(v) if isinstance(v, list) else v) for k, v in self.attrs)
         return mm
 
 
