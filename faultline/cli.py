@@ -158,7 +158,8 @@ app.add_typer(rules_app, name="rules")
 @rules_app.command("check")
 def rules_check(
     files: Annotated[list[Path] | None, typer.Argument(
-        help="Site rules files (TOML); none: the built-in rules.", dir_okay=False)] = None,
+        help="Site rules files (TOML); none: the built-in rules.", dir_okay=False,
+        metavar="FILE")] = None,
 ) -> None:
     """Validate rules files and run every example they carry; exit 1 if one fails, 2 if
     a file cannot be read or is malformed (the message names the entry)."""
