@@ -177,6 +177,16 @@ def test_site_rules_are_read_at_parse_time_and_enter_the_fingerprint(tmp_path):
     assert changed.fingerprint != site.fingerprint
 
 
+def test_settings_with_site_rules_travel_to_workers_whole(tmp_path):
+    import pickle
+
+    site = IngestSettings(rules=(str(_site(tmp_path)),))
+    (tmp_path / "site.toml").unlink()  # a worker never reads the file: the text travels
+    back = pickle.loads(pickle.dumps(site))
+    assert back.rule_texts == site.rule_texts and back.fingerprint == site.fingerprint
+    assert _events(SITE_LINE, back) == [("gpu_lost", "0000:3b:00.0", None)]
+
+
 def test_site_rules_come_before_the_builtin_ones(tmp_path):
     ours = """
 [[rule]]
