@@ -22,6 +22,7 @@ class IngestSettings:
     # (start, end) in epoch microseconds of the corpus, from the job records: syslog
     # lines without a year are placed inside it
     window: tuple[int, int] | None = None
+    tz_how: str = "given"  # "given" (--tz), "inferred" from the corpus, "assumed" UTC
     # --rules FILE (repeatable): a site's kernel rules, tried before the built-in ones
     rules: tuple[str, ...] = ()
     # (name, text) of each rules file, read and validated once, on the driver
@@ -40,10 +41,13 @@ class IngestSettings:
         parsing code itself. Stored per file (``files.parsed_with``): a re-run skips a
         file only when its size, mtime and this fingerprint are unchanged, so changing
         ``--tz``, a site rules file (its content) or upgrading faultline re-parses
-        instead of keeping stale rows. The
-        year-inference window is left out on purpose: new sacct dumps move it on every
-        incremental run, and a file already placed keeps its year."""
-        base = f"faultline {__version__}+{_code_hash()}; tz={self.tz}; year={self.year or '-'}"
+        instead of keeping stale rows. A zone faultline inferred or assumed says so
+        (``tz=America/Los_Angeles (inferred)``). The year-inference window is left out on
+        purpose: new sacct dumps move it on every incremental run, and a file already
+        placed keeps its year."""
+        how = "" if self.tz_how == "given" else f" ({self.tz_how})"
+        base = (f"faultline {__version__}+{_code_hash()}; tz={self.tz}{how}; "
+                f"year={self.year or '-'}")
         if not self.rule_texts:
             return base
         h = hashlib.sha256()
