@@ -166,7 +166,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+           progress: Callable[[int, int], None] | None = None,
+           rules: tuple[str, ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -201,7 +202,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         if zone.error:
             raise IngestError(zone.error)
         settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                  window=None if year else corpus_window(paths, zone.zone))
+                                  window=None if year else corpus_window(paths, zone.zone),
+                                  rules=rules)
         staging.clear()
         try:
             con = fdb.connect(db)
