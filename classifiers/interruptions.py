@@ -305,7 +305,7 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
                                 else None)
         if rule is None:
             continue
-        if c.kind == "xid" and c.xid == 79:
+        if c.xid == 79 and c.kind in ("xid", "gpu_fallen_off_bus"):  # same fault
             seen_79[(c.host, c.device)] = c.ts
         if c.kind == "xid" and c.xid == 119 and any(
                 h == c.host and dev == c.device and 0 <= c.ts - t <= 120

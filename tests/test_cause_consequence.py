@@ -371,3 +371,16 @@ def test_recurring_culprits_lists_hardware_suspects_only(tmp_path):
     assert {r["host"] for r in data._culprit_hosts(con, "r")} == {"hw-host"}
     assert [(r["host"], r["serial"], r["interruptions"])
             for r in data._culprit_gpus(con, "r")] == [("hw-host", "S-hw", 2)]
+
+
+def test_gsp_timeout_after_a_gpu_fell_off_the_bus_without_an_xid_is_its_consequence():
+    """The R5xx three-line report of a GPU gone from the bus carries no Xid number but
+    means 79 (docs/rules.md); the GSP RPC timeout (Xid 119) the driver writes for that
+    GPU seconds later is a consequence, whichever of the two shapes the 79 took."""
+    dev = "0000:3b:00.0"
+    gone = ev(-30, "n2", "gpu_fallen_off_bus", 79,
+              "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", device=dev)
+    gsp = ev(-25, "n2", "xid", 119, "NVRM: Xid (PCI:0000:3b:00): 119, pid=1, name=python, "
+             "Timeout after 6s of waiting for RPC response from GPU0 GSP!", device=dev)
+    d = run([gsp, gone])
+    assert (d.component, d.root) == ("Faulty GPU", gone)
