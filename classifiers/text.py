@@ -163,11 +163,9 @@ class TextClassifier:
 
 
 def _examples(task: str) -> list[training.Example]:
-    if task == "reason":
-        return training.reason_examples()
-    if task == "traceback":
-        return training.traceback_examples()
-    raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+    return training.shipped_examples(task)
 
 
 def train(task: str, kind: str = DEFAULT_KIND) -> TextClassifier:

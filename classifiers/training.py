@@ -2,12 +2,21 @@
 
 Data
 ----
-The labeled templates in ``fixtures/text`` (read through
-:mod:`faultline.simulate.freetext`) are expanded into concrete texts: every template is
-filled :data:`REALIZATIONS` times with :func:`~faultline.simulate.freetext.random_slots`
-drawn for the row's own component (so ``{xid}`` always fits the label). Each template
-gets its own ``random.Random`` seeded from (:data:`SEED`, kind, family, template), so the
-expansion of one row does not change when other rows are added, removed or reordered.
+Two sources, both read through :mod:`faultline.fixtures.textdata` (never through the
+simulator):
+
+- ``fixtures/text/real/*.csv`` (:func:`real_examples`): drain reasons, admin comments,
+  health-check messages and logbook sentences quoted from public sources, one file per
+  source group. The family of a real example is ``real:<group>``.
+- the hand-written templates (:func:`reason_examples`, :func:`traceback_examples`),
+  expanded into concrete texts: every template is filled :data:`REALIZATIONS` times with
+  :func:`~faultline.fixtures.textdata.random_slots` drawn for the row's own component (so
+  ``{xid}`` always fits the label). Each template gets its own ``random.Random`` seeded
+  from (:data:`SEED`, kind, family, template), so the expansion of one row does not change
+  when other rows are added, removed or reordered.
+
+The shipped reason model trains on both (:func:`shipped_examples`); it is scored on real
+source groups it did not see (:mod:`faultline.classifiers.source_eval`).
 
 Tracebacks have few placeholders, so their realizations barely differ. They are also
 augmented with their *tail* (the last frames and the exception line), which is what a
@@ -57,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from faultline.simulate import freetext
+from faultline.fixtures import textdata
 
 SEED = 20240703
 REALIZATIONS = 6  # filled copies of each drain-reason / admin-comment template
@@ -69,6 +78,7 @@ REASON_HOLDOUT = ("nhc", "oncall-verbose", "sched-admin")
 TRACEBACK_HOLDOUT = ("cuda-illegal-access", "nccl-usage", "lustre-io", "auth-token")
 
 REASON_KINDS = ("drain_reason", "admin_comment")
+REAL_FAMILY_PREFIX = "real:"
 
 
 @dataclass(frozen=True)
@@ -95,30 +105,47 @@ def _tail(text: str, lines: int) -> str:
 def reason_examples(seed: int = SEED, realizations: int = REALIZATIONS) -> list[Example]:
     """Drain reasons and admin comments, each template filled ``realizations`` times."""
     out: list[Example] = []
-    for t in freetext.templates():
+    for t in textdata.templates():
         if t.kind not in REASON_KINDS:
             continue
         rng = _template_rng(t.kind, t.family, t.text, seed)
         seen: set[str] = set()
         for _ in range(realizations):
-            text = freetext.fill(t.text, freetext.random_slots(rng, t.label))
+            text = textdata.fill(t.text, textdata.random_slots(rng, t.label))
             if text not in seen:  # placeholder-free templates give one text
                 seen.add(text)
                 out.append(Example(text, t.label, t.family, t.kind))
     return out
 
 
+def real_examples() -> list[Example]:
+    """The quoted real texts, family ``real:<source group>``, kind = the row's task."""
+    return [Example(r.text, r.label, REAL_FAMILY_PREFIX + r.group, r.task)
+            for r in textdata.real_texts()]
+
+
+def shipped_examples(task: str) -> list[Example]:
+    """What the shipped model of ``task`` trains on: for reasons the real texts and the
+    hand-written templates (real first), for tracebacks the hand-written ones (no real
+    tracebacks are collected yet)."""
+    if task == "reason":
+        return real_examples() + reason_examples()
+    if task == "traceback":
+        return traceback_examples()
+    raise ValueError(f"unknown task {task!r}; expected 'reason' or 'traceback'")
+
+
 def traceback_examples(seed: int = SEED, realizations: int = TRACEBACK_REALIZATIONS,
                        tail: bool = True) -> list[Example]:
     """Tracebacks filled ``realizations`` times, plus (``tail=True``) one tail of each."""
     out: list[Example] = []
-    for t in freetext.templates():
+    for t in textdata.templates():
         if t.kind != "traceback":
             continue
         rng = _template_rng(t.kind, t.family, t.text, seed)
         seen: set[str] = set()
         for i in range(realizations):
-            text = freetext.fill(t.text, freetext.random_slots(rng, t.label))
+            text = textdata.fill(t.text, textdata.random_slots(rng, t.label))
             if text not in seen:
                 seen.add(text)
                 out.append(Example(text, t.label, t.family, t.kind))
