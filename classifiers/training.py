@@ -173,9 +173,24 @@ _WORD_TOKENS = r"(?u)\b\w[\w-]*\b"  # words, keeping hyphenated names (fell-off,
 _EVIDENCE_WORD = re.compile(r"[a-z][a-z0-9_-]+")
 
 
+# Function words are not evidence: the logbook sentences in the real texts put "the",
+# "was", "over" into the vocabulary, and plain English prose would then look readable.
+_NOT_EVIDENCE = frozenset(("a", "an", "and", "are", "as", "at", "be", "been", "but", "by",
+                           "did", "do", "does", "for", "from", "had", "has", "have", "he",
+                           "her", "his", "i", "if", "in", "into", "is", "it", "its", "me",
+                           "my", "of", "on", "or", "our", "over", "she", "so", "than",
+                           "that", "the", "their", "them", "then", "there", "these",
+                           "they", "this", "those", "to", "too", "under", "up", "us", "was",
+                           "we", "were", "what", "when", "where", "which", "while", "who",
+                           "why", "will", "with", "would", "you", "your"))
+EVIDENCE_RULE = "words-minus-function-words-v1"  # part of the model id (model_settings)
+
+
 def evidence_words(text: str, prepared: bool = False) -> set[str]:
-    """Lowercase words (a letter first, two characters or more) of the prepared text."""
-    return set(_EVIDENCE_WORD.findall((text if prepared else prepare(text)).lower()))
+    """Lowercase words (a letter first, two characters or more) of the prepared text,
+    function words left out."""
+    words = _EVIDENCE_WORD.findall((text if prepared else prepare(text)).lower())
+    return set(words) - _NOT_EVIDENCE
 
 
 def evidence_vocabulary(examples: Iterable[Example], min_count: int = 2) -> frozenset[str]:
@@ -456,7 +471,7 @@ def model_settings(kind: str, task: str) -> tuple:
     textcat = ("textcat", TEXTCAT_LENGTH, TEXTCAT_EPOCHS, TEXTCAT_BATCH, TEXTCAT_LR)
     parts = {"tfidf-lr": (tfidf,), "spacy-textcat": (textcat,),
              "ensemble": (tfidf, textcat)}[kind]
-    return (task, kind, SEED, *parts)
+    return (task, kind, SEED, EVIDENCE_RULE, *parts)
 
 
 # --------------------------------------------------------------------------- evaluation
