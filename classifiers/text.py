@@ -35,7 +35,15 @@ Real texts alone are too few for the rare classes (Server Chassis has 1 real row
 Silent Data Corruption 2, NCCL Watchdog Timeouts 4); the templates alone miss the real
 tools' wording (Host Maintenance recall 0.21 -> 0.54, Power Supply 0.0 -> 0.17). Scores on
 simulated corpora are not an independent measure: the simulator writes the same
-templates. The traceback model still trains on the hand-written tracebacks only.
+templates.
+
+The traceback model trains on 37 real tracebacks pasted in public issue threads
+(``fixtures/text/real_tracebacks.toml``: CUDA OOM, illegal memory access, state_dict
+mismatches; TCPStore/rendezvous timeouts, Hugging Face Hub and dataset download errors,
+stale NFS handles, missing modules) plus the hand-written ones. Leave-one-source-out over
+its 4 groups: hand-written only 0.865 accuracy (on all 37), real only 0.919, real +
+hand-written (shipped) 0.973. 37 rows are few; the figure is a sanity check, not a
+precise estimate.
 
 Model choice
 ------------

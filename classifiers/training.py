@@ -7,7 +7,9 @@ simulator):
 
 - ``fixtures/text/real/*.csv`` (:func:`real_examples`): drain reasons, admin comments,
   health-check messages and logbook sentences quoted from public sources, one file per
-  source group. The family of a real example is ``real:<group>``.
+  source group; ``fixtures/text/real_tracebacks.toml`` (:func:`real_traceback_examples`):
+  tracebacks pasted in public issue threads. The family of a real example is
+  ``real:<group>``.
 - the hand-written templates (:func:`reason_examples`, :func:`traceback_examples`),
   expanded into concrete texts: every template is filled :data:`REALIZATIONS` times with
   :func:`~faultline.fixtures.textdata.random_slots` drawn for the row's own component (so
@@ -15,8 +17,8 @@ simulator):
   from (:data:`SEED`, kind, family, template), so the expansion of one row does not change
   when other rows are added, removed or reordered.
 
-The shipped reason model trains on both (:func:`shipped_examples`); it is scored on real
-source groups it did not see (:mod:`faultline.classifiers.source_eval`).
+The shipped models train on both (:func:`shipped_examples`); they are scored on real
+source groups they did not see (:mod:`faultline.classifiers.source_eval`).
 
 Tracebacks have few placeholders, so their realizations barely differ. They are also
 augmented with their *tail* (the last frames and the exception line), which is what a
@@ -124,14 +126,19 @@ def real_examples() -> list[Example]:
             for r in textdata.real_texts()]
 
 
+def real_traceback_examples() -> list[Example]:
+    """The quoted real tracebacks, family ``real:<group>``."""
+    return [Example(r.text, r.label, REAL_FAMILY_PREFIX + r.group, "traceback")
+            for r in textdata.real_tracebacks()]
+
+
 def shipped_examples(task: str) -> list[Example]:
-    """What the shipped model of ``task`` trains on: for reasons the real texts and the
-    hand-written templates (real first), for tracebacks the hand-written ones (no real
-    tracebacks are collected yet)."""
+    """What the shipped model of ``task`` trains on: the real texts (or real tracebacks)
+    first, then the hand-written templates."""
     if task == "reason":
         return real_examples() + reason_examples()
     if task == "traceback":
-        return traceback_examples()
+        return real_traceback_examples() + traceback_examples()
     raise ValueError(f"unknown task {task!r}; expected 'reason' or 'traceback'")
 
 
