@@ -18,22 +18,22 @@ same id (and the same scikit-learn / spaCy versions) make the same predictions.
 
 Training data
 -------------
-The reason model trains on 309 real texts quoted from public sources
+The reason model trains on 324 real texts quoted from public sources
 (``fixtures/text/real``: NHC and Azure HPC health-check messages, DCGM, gpud,
 NVSentinel, sichek, OCI and GCP fault reasons, Slurm drain reasons from issue threads,
 the BLOOM and OPT-175B logbooks) plus the hand-written templates the simulator also uses
 (:func:`faultline.classifiers.training.shipped_examples`). Scored on real *source groups*
 it did not see (:mod:`faultline.classifiers.source_eval`, leave-one-source-out over 17
-groups, 309 rows)::
+groups, 324 rows)::
 
                                                       accuracy   macro-F1
-    hand-written templates only (the old model)        0.663      0.534
-    real texts only                                    0.544      0.257
-    real + hand-written (shipped)                      0.715      0.583
+    hand-written templates only (the old model)        0.667      0.602
+    real texts only                                    0.534      0.293
+    real + hand-written (shipped)                      0.719      0.658
 
-Real texts alone are too few for the rare classes (Server Chassis has 1 real row,
-Silent Data Corruption 2, NCCL Watchdog Timeouts 4); the templates alone miss the real
-tools' wording (Host Maintenance recall 0.21 -> 0.54, Power Supply 0.0 -> 0.17). Scores on
+Real texts alone are too few for the rare classes (NCCL Watchdog Timeouts and Server
+Chassis have 4 real rows each, Silent Data Corruption 5); the templates alone miss the
+real tools' wording (Host Maintenance recall 0.21 -> 0.50, Software Bug 0.64 -> 0.74). Scores on
 simulated corpora are not an independent measure: the simulator writes the same
 templates.
 
