@@ -29,11 +29,14 @@ class SourceReport:
 
     pooled: training.Report
     per_group: dict[str, tuple[int, float]]  # group -> (rows, accuracy)
+    per_task: dict[str, tuple[int, float]]  # reason/comment/healthcheck/logbook -> same
 
     def table(self, title: str = "") -> str:
-        lines = [self.pooled.table(title), f"{'held-out source group':28s} {'n':>4s} {'acc':>6s}"]
-        for group, (n, acc) in self.per_group.items():
-            lines.append(f"{group:28s} {n:4d} {acc:6.3f}")
+        lines = [self.pooled.table(title)]
+        for what, scores in (("held-out source group", self.per_group),
+                             ("task", self.per_task)):
+            lines.append(f"{what:28s} {'n':>4s} {'acc':>6s}")
+            lines += [f"{key:28s} {n:4d} {acc:6.3f}" for key, (n, acc) in scores.items()]
         return "\n".join(lines)
 
 
@@ -49,6 +52,7 @@ def leave_one_source_out(real: Sequence[training.Example],
         raise ValueError("leave-one-source-out needs at least two source groups")
     y_true: list[str] = []
     y_pred: list[str] = []
+    kinds: list[str] = []
     per_group: dict[str, tuple[int, float]] = {}
     for group in groups:
         train = [ex for ex in real if ex.family != group] + list(extra)
@@ -61,7 +65,12 @@ def leave_one_source_out(real: Sequence[training.Example],
                                                                       right / len(test))
         y_true += [ex.label for ex in test]
         y_pred += pred
-    return SourceReport(training.report(y_true, y_pred), per_group)
+        kinds += [ex.kind for ex in test]
+    per_task = {}
+    for kind in sorted(set(kinds)):
+        hits = [t == p for t, p, k in zip(y_true, y_pred, kinds, strict=True) if k == kind]
+        per_task[kind] = (len(hits), sum(hits) / len(hits))
+    return SourceReport(training.report(y_true, y_pred), per_group, per_task)
 
 
 def unseen_real_report(train: Sequence[training.Example], kind: str = "tfidf-lr",

@@ -31,6 +31,10 @@ groups, 324 rows)::
     real texts only                                    0.534      0.293
     real + hand-written (shipped)                      0.719      0.658
 
+    by task (accuracy)        reason  comment  healthcheck  logbook
+    templates only             0.605    0.760       0.691    0.528
+    shipped, unseen sources    0.651    0.760       0.745    0.611
+
 Real texts alone are too few for the rare classes (NCCL Watchdog Timeouts and Server
 Chassis have 4 real rows each, Silent Data Corruption 5); the templates alone miss the
 real tools' wording (Host Maintenance recall 0.21 -> 0.50, Software Bug 0.64 -> 0.74). Scores on

@@ -256,6 +256,13 @@ def test_real_texts_help_on_unseen_sources(unseen_sources):
     msg = _show("reason / tfidf-lr: hand-written templates only, on all real texts",
                 baseline.table())
     assert unseen_sources.pooled.accuracy >= baseline.accuracy + 0.03, msg
+    # the logbook sentences of public training runs (BLOOM, OPT-175B): measured .528 for
+    # the templates alone (the issue's "53%"), .611 for the shipped model on unseen runs
+    logbook = [ex for ex in training.real_examples() if ex.kind == "logbook"]
+    old = source_eval.unseen_real_report(training.reason_examples(), real=logbook)
+    n, new = unseen_sources.per_task["logbook"]
+    assert n == len(logbook) >= 30
+    assert new >= old.accuracy + 0.05, (new, old.accuracy, msg)
 
 
 def test_traceback_model_on_real_issue_threads_it_never_saw():
