@@ -18,26 +18,26 @@ same id (and the same scikit-learn / spaCy versions) make the same predictions.
 
 Training data
 -------------
-The reason model trains on 324 real texts quoted from public sources
+The reason model trains on 326 real texts quoted from public sources
 (``fixtures/text/real``: NHC and Azure HPC health-check messages, DCGM, gpud,
 NVSentinel, sichek, OCI and GCP fault reasons, Slurm drain reasons from issue threads,
 the BLOOM and OPT-175B logbooks) plus the hand-written templates the simulator also uses
 (:func:`faultline.classifiers.training.shipped_examples`). Scored on real *source groups*
 it did not see (:mod:`faultline.classifiers.source_eval`, leave-one-source-out over 17
-groups, 324 rows)::
+groups, 326 rows)::
 
                                                       accuracy   macro-F1
-    hand-written templates only (the old model)        0.667      0.602
-    real texts only                                    0.534      0.293
-    real + hand-written (shipped)                      0.719      0.658
+    hand-written templates only (the old model)        0.663      0.600
+    real texts only                                    0.531      0.284
+    real + hand-written (shipped)                      0.712      0.633
 
     by task (accuracy)        reason  comment  healthcheck  logbook
-    templates only             0.605    0.760       0.691    0.528
-    shipped, unseen sources    0.651    0.760       0.745    0.611
+    templates only             0.605    0.760       0.691    0.500
+    shipped, unseen sources    0.674    0.760       0.732    0.605
 
 Real texts alone are too few for the rare classes (NCCL Watchdog Timeouts and Server
 Chassis have 4 real rows each, Silent Data Corruption 5); the templates alone miss the
-real tools' wording (Host Maintenance recall 0.21 -> 0.50, Software Bug 0.64 -> 0.74). Scores on
+real tools' wording (Host Maintenance recall 0.21 -> 0.58, Software Bug 0.64 -> 0.72). Scores on
 simulated corpora are not an independent measure: the simulator writes the same
 templates.
 
