@@ -39,8 +39,9 @@ from faultline.pipeline.parsers import (
 )
 from faultline.pipeline.records import FileParse, ParseContext, Reject
 from faultline.pipeline.settings import IngestSettings
-from faultline.pipeline.sniff import sniff
+from faultline.pipeline.sniff import SLURM_OUT_RE, sniff
 from faultline.pipeline.text import decode, split_lines
+from faultline.pipeline.timeutil import choose_year
 from faultline.schemas.tables import EVENTS, FILES, REJECTS
 
 BATCH_PARSERS = {
@@ -107,6 +108,8 @@ def context_from_path(path: str, tz: str) -> ParseContext:
         i = len(parts) - 1 - parts[::-1].index("hosts")
         if i + 1 < len(parts) - 1:
             host = parts[i + 1]
+    if job_id is None and name.startswith("slurm-") and (m := SLURM_OUT_RE.search(name)):
+        job_id = m.group(1)  # slurm-<jobid>.out, anywhere: one file for all its hosts
     return ParseContext(path=path, host=host, job_id=job_id, tz=tz)
 
 
@@ -201,22 +204,6 @@ def syslog_year(text: str, settings: IngestSettings, mtime: float | None) -> int
         end = dt.datetime.fromtimestamp(mtime, dt.UTC)
         return end.year if (month, day) <= (end.month, end.day) else end.year - 1
     return None
-
-
-def choose_year(month: int, day: int, start_us: int, end_us: int) -> int:
-    """The year that puts month/day inside (or nearest to) the corpus window."""
-    start = dt.datetime.fromtimestamp(start_us / 1e6, dt.UTC)
-    end = dt.datetime.fromtimestamp(end_us / 1e6, dt.UTC)
-    best, best_gap = start.year, None
-    for year in range(start.year - 1, end.year + 2):
-        try:
-            t = dt.datetime(year, month, min(day, 28 if month == 2 else day), tzinfo=dt.UTC)
-        except ValueError:
-            continue
-        gap = max((start - t).total_seconds(), (t - end).total_seconds(), 0)
-        if best_gap is None or gap < best_gap:
-            best, best_gap = year, gap
-    return best
 
 
 def parse_file(path: str, data: bytes, settings: IngestSettings,
@@ -323,6 +310,10 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     if source == "kernel":
         ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
                            syslog_year(text, settings, mtime))
+    elif source == "job" and ctx.job_id is not None and settings.job_windows:
+        window = settings.job_windows.get(ctx.job_id)
+        if window is not None:
+            ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz, settings.year, window)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))

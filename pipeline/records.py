@@ -37,6 +37,9 @@ class ParseContext:
     job_id: str | None = None  # from the path (jobs/<jobid>/...)
     tz: str = "UTC"  # zone of times that carry none
     year: int | None = None  # year for syslog lines that carry none
+    # (start, end) epoch us of the file's job from sacct: the year of job-log stamps
+    # that carry none, and the time of lines before the job's first stamp
+    job_window: tuple[int, int] | None = None
 
     @property
     def zone(self) -> ZoneInfo:

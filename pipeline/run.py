@@ -108,7 +108,16 @@ def exclusive(db: Path) -> Iterator[None]:
 def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     """First and last time in the job records (sacct, slurmctld): syslog lines without
     a year are placed in this window."""
+    return prepass(paths, tz)[0]
+
+
+def prepass(paths: list[str], tz: str
+            ) -> tuple[tuple[int, int] | None, dict[str, tuple[int, int]]]:
+    """The corpus window (:func:`corpus_window`) and each job's (start, end) from its
+    sacct records (a requeued job: its first start, last end; a running one ends at the
+    window's end): what job logs without a collector stamp are timed by."""
     lo = hi = None
+    jobs: dict[str, list[int | None]] = {}
     for path in paths:
         hint = path_hint(path)
         parser = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}.get(hint or "")
@@ -127,7 +136,17 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
         if times:
             lo = min(times) if lo is None else min(lo, *times)
             hi = max(times) if hi is None else max(hi, *times)
-    return (lo, hi) if lo is not None else None
+        for e in fp.events:
+            start, end = e.attrs.get("start"), e.attrs.get("end")
+            if e.kind != "job_record" or not e.job_id or not isinstance(start, int):
+                continue
+            cur = jobs.setdefault(str(e.job_id), [start, end])
+            cur[0] = min(cur[0], start)
+            if cur[1] is not None:
+                cur[1] = None if end is None else max(cur[1], end)
+    window = (lo, hi) if lo is not None else None
+    return window, {j: (s, e if e is not None else max(s, hi or s))
+                    for j, (s, e) in jobs.items()}
 
 
 def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = None,
@@ -161,8 +180,9 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     with exclusive(db):
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
-        settings = IngestSettings(tz=tz, year=year,
-                                  window=None if year else corpus_window(paths, tz))
+        window, job_windows = prepass(paths, tz)
+        settings = IngestSettings(tz=tz, year=year, window=None if year else window,
+                                  job_windows=job_windows)
         staging.clear()
         try:
             con = fdb.connect(db)

@@ -22,9 +22,11 @@ MIN_SHARE = 0.5
 _KERNEL = re.compile(SHAPE_PATTERN)
 _LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
     # collector stamp, or NCCL / PyTorch / torchrun lines without one
+    # (``srun --label``'s ``12: `` may open any of them)
     "job": re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |"
-                      r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?[\w.-]+:\d+:\d+ \[\d+\] NCCL |"
-                      r"^\[(?:rank|default)\d+\]:|^[EWI]\d{4} \d\d:\d\d:\d\d"),
+                      r"^(?: *\d+: )?(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?"
+                      r"[\w.-]+:\d+:\d+ \[\d+\] NCCL |"
+                      r"^(?: *\d+: )?(?:\[(?:rank|default)\d+\]:|[EWI]\d{4} \d\d:\d\d:\d\d)"),
     "trainer": re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
                           r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"),
     "slurmctld": re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
@@ -38,6 +40,10 @@ _INVENTORY_HEADER = re.compile(r"\bpci\.bus_id\b|^index\s*,.*\b(?:uuid|serial)\b
 _HOSTS_HEADER = re.compile(r"^\s*(?:host|hostname|name)\s*,.*\b(?:alias|aliases|address|"
                            r"addresses|ip)\b", re.I)
 
+# Slurm's default batch output name (``slurm-%j.out``, arrays ``slurm-%A_%a.out``): the
+# job id is in the name (fileparse.context_from_path).
+SLURM_OUT_RE = re.compile(r"(?:^|/)slurm-(\d+(?:_\d+)?)\.out(?:\.gz)?$")
+
 _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)sacct[^/]*$"), "sacct"),
     (re.compile(r"(?:^|/)slurmctld[^/]*$"), "slurmctld"),
@@ -46,11 +52,13 @@ _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)hosts\.csv(?:\.gz)?$"), "hosts"),
     (re.compile(r"(?:^|/)train[^/]*\.log(?:\.gz)?$"), "trainer"),
     (re.compile(r"(?:^|/)jobs/[^/]+/[^/]+$"), "job"),
+    (SLURM_OUT_RE, "job"),
     (re.compile(r"(?:^|/)(?:kern|dmesg|messages|syslog|kmsg)[^/]*$"), "kernel"),
 )
 # A literal each hint's path contains (checked first: most paths fail it).
 _HINT_NEEDLES: tuple[tuple[str, ...], ...] = (
     ("sacct",), ("slurmctld",), ("sel",), ("gpu",), ("hosts.csv",), ("train",), ("jobs/",),
+    ("slurm-",),
     ("kern", "dmesg", "messages", "syslog", "kmsg"),
 )
 
@@ -102,6 +110,8 @@ def sniff(lines: list[str], path: str = "") -> str:
                            and (not job_sig.search(ln) or _SYSLOG_TAG.search(ln)))
     best = max(scores.values())
     if best < MIN_SHARE * len(sample):
+        if hint == "job" and SLURM_OUT_RE.search(path):
+            return "job"  # a batch script's output: any text, its lines are routine
         return hint if hint and scores.get(hint, 0) > 0 else "unknown"
     top = [name for name, s in scores.items() if s == best]
     if len(top) > 1 and hint in top:
