@@ -32,8 +32,8 @@ from faultline.pipeline.parsers import (
     inventory,
     joblog,
     kernel,
+    redfish,
     sacct,
-    sel,
     slurmctld,
     trainer,
 )
@@ -51,7 +51,7 @@ BATCH_PARSERS = {
 }
 PARSERS = {
     "kernel": kernel.parse,
-    "sel": sel.parse,
+    "sel": redfish.parse_any,  # ipmitool / ipmi-sel text, or Redfish LogEntry JSON
     "inventory": inventory.parse,
     "job": joblog.parse,
     "trainer": trainer.parse,

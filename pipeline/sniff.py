@@ -13,7 +13,7 @@ import re
 from itertools import islice
 from pathlib import PurePosixPath
 
-from faultline.pipeline.parsers import sacct
+from faultline.pipeline.parsers import redfish, sacct, sacct_json, sel
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
@@ -93,6 +93,14 @@ def sniff(lines: list[str], path: str = "") -> str:
     first = sample[0].lstrip("\ufeff")
     if sacct.looks_like_sacct(first):
         return "sacct"
+    if first[:1] in ("{", "["):  # JSON: decided by what its first lines hold
+        head = "\n".join(lines[:400])
+        if redfish.looks_like_redfish(head):
+            return "sel"
+        if sacct_json.looks_like_sacct_json(head):
+            return "sacct"
+    if sel.looks_like_freeipmi(first):
+        return "sel"
     if _INVENTORY_HEADER.search(first):
         return "inventory"
     if _HOSTS_HEADER.search(first):
