@@ -34,7 +34,9 @@ from faultline.pipeline.parsers import (
     kernel,
     redfish,
     sacct,
+    slurm_nodes,
     slurmctld,
+    slurmd,
     trainer,
 )
 from faultline.pipeline.records import FileParse, ParseContext, Reject
@@ -57,6 +59,8 @@ PARSERS = {
     "trainer": trainer.parse,
     "sacct": sacct.parse,
     "slurmctld": slurmctld.parse,
+    "slurmd": slurmd.parse,
+    "slurm_nodes": slurm_nodes.parse,  # sinfo -R / sinfo -o / scontrol show node
     "hosts": hosts.parse,
 }
 SNIFF_BYTES = 1 << 16

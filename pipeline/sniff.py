@@ -13,7 +13,7 @@ import re
 from itertools import islice
 from pathlib import PurePosixPath
 
-from faultline.pipeline.parsers import redfish, sacct, sacct_json, sel
+from faultline.pipeline.parsers import redfish, sacct, sacct_json, sel, slurm_nodes, slurmd
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
@@ -34,6 +34,8 @@ _LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
     "sel": re.compile(r"^\s*[0-9a-fA-F]+ \| (?:\d{1,2}/\d{1,2}/\d{2,4}|Pre-Init|"
                       r"\d{4}-\d\d-\d\d) *\|"),
 }
+# slurmd writes slurmctld's line shape: same signature, told apart by its wording
+_LINE_SIGNATURES["slurmd"] = _LINE_SIGNATURES["slurmctld"]
 # "time host tag: " -- a syslog line, even when its stamp looks like a collector's
 _SYSLOG_TAG = re.compile(r"^\S+ \S+ (?:kernel|[\w./-]+(?:\[\d+\])?): ")
 _INVENTORY_HEADER = re.compile(r"\bpci\.bus_id\b|^index\s*,.*\b(?:uuid|serial)\b", re.I)
@@ -47,6 +49,8 @@ SLURM_OUT_RE = re.compile(r"(?:^|/)slurm-(\d+(?:_\d+)?)\.out(?:\.gz)?$")
 _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)sacct[^/]*$"), "sacct"),
     (re.compile(r"(?:^|/)slurmctld[^/]*$"), "slurmctld"),
+    (re.compile(r"(?:^|/)slurmd(?:[-_.][^/]*)?$"), "slurmd"),  # not slurmdbd
+    (re.compile(r"(?:^|/)(?:sinfo|scontrol)[^/]*$"), "slurm_nodes"),
     (re.compile(r"(?:^|/)sel[^/]*$"), "sel"),
     (re.compile(r"(?:^|/)gpus?[^/]*\.csv(?:\.gz)?$"), "inventory"),
     (re.compile(r"(?:^|/)hosts\.csv(?:\.gz)?$"), "hosts"),
@@ -57,7 +61,8 @@ _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 # A literal each hint's path contains (checked first: most paths fail it).
 _HINT_NEEDLES: tuple[tuple[str, ...], ...] = (
-    ("sacct",), ("slurmctld",), ("sel",), ("gpu",), ("hosts.csv",), ("train",), ("jobs/",),
+    ("sacct",), ("slurmctld",), ("slurmd",), ("sinfo", "scontrol"), ("sel",), ("gpu",),
+    ("hosts.csv",), ("train",), ("jobs/",),
     ("slurm-",),
     ("kern", "dmesg", "messages", "syslog", "kmsg"),
 )
@@ -101,6 +106,8 @@ def sniff(lines: list[str], path: str = "") -> str:
             return "sacct"
     if sel.looks_like_freeipmi(first):
         return "sel"
+    if slurm_nodes.looks_like_slurm_nodes(first):
+        return "slurm_nodes"
     if _INVENTORY_HEADER.search(first):
         return "inventory"
     if _HOSTS_HEADER.search(first):
@@ -124,6 +131,8 @@ def sniff(lines: list[str], path: str = "") -> str:
     top = [name for name, s in scores.items() if s == best]
     if len(top) > 1 and hint in top:
         return hint
+    if top[:2] == ["slurmctld", "slurmd"]:
+        return "slurmd" if any(slurmd.SLURMD_MARKERS.match(ln) for ln in sample) else "slurmctld"
     return top[0]
 
 
@@ -139,7 +148,7 @@ def _line_fits(source: str, line: str) -> bool:
 
 def _confirms(source: str, lines: list[str]) -> bool:
     """The path's hint holds if most of the first lines fit that source's signature."""
-    if source in ("sacct", "inventory", "hosts"):
+    if source in ("sacct", "inventory", "hosts", "slurm_nodes"):
         return False  # header-led: decided by the header checks above
     need = MIN_SHARE * len(lines)  # more than this many lines must fit
     fits, left = 0, len(lines)

@@ -7,13 +7,17 @@ Slurm's quickstart shows it: ``0: adev3``, https://slurm.schedmd.com/quickstart.
 is added where a line was pasted without it.
 """
 
+# ruff: noqa: W291, W293 - the scontrol dump below keeps its real trailing blanks
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 from accounting import check_accounting, us
 
 from faultline.pipeline.fileparse import context_from_path, parse_file
-from faultline.pipeline.parsers import joblog, jobout
+from faultline.pipeline.parsers import joblog, jobout, sacct, slurm_nodes, slurmd
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import sniff
@@ -189,3 +193,167 @@ def test_fileparse_takes_the_job_window_from_settings():
     assert wd["ts_quality"] == "inferred_year" and wd["host"] == "VM-17-82-centos"
     bare = parse_file("x/slurm-63768795.out", data, IngestSettings()).events.to_pylist()
     assert all(e["ts_quality"] == "untimed" for e in bare)
+
+
+# --- sacct --json: the same job records as sacct's text -------------------------------------
+
+DATA = Path(__file__).parent / "data" / "shapes"
+
+
+def test_sacct_json_gives_the_records_and_attempts_of_the_text_dump():
+    text = (DATA / "sacct-json-clockwork-excerpt.json").read_text()
+    assert sniff(text.splitlines(), "slurm/sacct.json") == "sacct"
+    fp = sacct.parse(text, ParseContext(path="slurm/sacct.json"))
+    check_accounting(fp)
+    assert fp.shape == "sacct_json" and not fp.rejects
+    a = [e.attrs for e in fp.events]
+    assert [(x["job_id"], x["state"], x["reason"], x["nodelist"], x["nodes"], x["exit_code"])
+            for x in a] == [("63752790_7", "NODE_FAIL", "Prolog", "cdr247", 1, "0:0"),
+                            ("63692861_0", "REQUEUED", "Prolog", "cdr2529", 1, "0:0")]
+    assert [(e.line_no, e.line_end, e.ts, e.ts_quality) for e in fp.events] == [
+        (19, 116, 1680244103 * 10**6, "exact"), (117, 214, 1680215981 * 10**6, "exact")]
+    # the same two jobs as sacct -P would print them (times are UTC there: tz=UTC)
+    dump = ("JobID|JobName|User|State|Start|End|NodeList|NNodes|ExitCode|Reason\n"
+            "63752790_7|submitit|nobody|NODE_FAIL|2023-03-30T16:25:04|2023-03-31T06:28:23|"
+            "cdr247|1|0:0|Prolog\n"
+            "63692861_0|submitit|nobody2|REQUEUED|2023-03-29T22:13:12|2023-03-30T22:39:41|"
+            "cdr2529|1|0:0|Prolog\n")
+    txt = sacct.parse(dump, ParseContext(path="slurm/sacct.txt"))
+    assert sacct.attempts(fp.events) == sacct.attempts(txt.events)
+
+
+def test_sacct_json_v0039_numbers_and_bad_documents():
+    job = {"job_id": 7, "name": "llm", "user": "u", "nodes": "n[1-2]",
+           "allocation_nodes": {"set": True, "infinite": False, "number": 2},
+           "state": {"current": ["NODE_FAIL"], "reason": "None"},
+           "time": {"start": {"set": True, "infinite": False, "number": 1700000000},
+                    "end": {"set": True, "infinite": False, "number": 0}},
+           "exit_code": {"status": ["SIGNALED"],
+                         "return_code": {"set": True, "infinite": False, "number": 0},
+                         "signal": {"id": {"set": True, "infinite": False, "number": 9},
+                                    "name": "SIGKILL"}}}
+    fp = sacct.parse(json.dumps({"jobs": [job]}), ParseContext(path="sacct.json"))
+    (e,) = fp.events
+    assert (e.attrs["state"], e.attrs["nodes"], e.attrs["start"], e.attrs["end"],
+            e.attrs["exit_code"]) == ("NODE_FAIL", 2, 1700000000 * 10**6, None, "0:9")
+    bad = sacct.parse('{"jobs": 3}\n', ParseContext(path="sacct.json"))
+    assert [r.reason for r in bad.rejects] == ["not sacct json"] and not bad.events
+
+
+# --- sinfo -R, sinfo -o, scontrol show node --------------------------------------------------
+
+# https://github.com/awslabs/awsome-distributed-ai/issues/185 (MIT-0)
+SINFO_R = "REASON USER TIMESTAMP NODELIST\nKill task failed root 2024-01-25T15:12:23 ip-10-0-1-23\n"
+# https://github.com/awslabs/awsome-distributed-ai/issues/195 (MIT-0), then an excerpt of
+# https://github.com/SckyzO/slurm_exporter/issues/198 (GPL-3.0; the block's first lines)
+SCONTROL = """\
+NodeName=yigou-dev-102-68 Arch=x86_64 CoresPerSocket=1 
+   CPUAlloc=0 CPUEfctv=8 CPUTot=8 CPULoad=0.99
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=gpu:nvidia-rtx-3090:1
+   NodeAddr=yigou-dev-102-68 NodeHostName=yigou-dev-102-68 Version=24.05.0-0rc1
+   OS=Linux 5.10.0-153.12.0.92.oe2203sp2.x86_64 #1 SMP Wed Jun 28 23:04:48 CST 2023 
+   RealMemory=1 AllocMem=0 FreeMem=340 Sockets=8 Boards=1
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=compute100 
+   BootTime=2024-11-18T20:46:45 SlurmdStartTime=2024-12-19T11:41:49
+   LastBusyTime=2024-12-19T11:41:49 ResumeAfterTime=None
+   CfgTRES=cpu=8,mem=1M,billing=8,gres/gpu=1
+   AllocTRES=
+   CurrentWatts=0 AveWatts=0
+   
+   Reason=gres/gpu count reported lower than configured (0 < 1) [slurm@2024-12-19T11:03:34]
+
+NodeName=gpu02 Arch=x86_64 CoresPerSocket=4 
+   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=0.00
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=gpu:1080:7,gpu:block:1
+   NodeAddr=gpu02 NodeHostName=gpu02 Version=23.11.4
+   OS=Linux 6.8.0-31-generic #31-Ubuntu SMP PREEMPT_DYNAMIC Sat Apr 20 00:40:06 UTC 2024 
+   RealMemory=250000 AllocMem=0 FreeMem=38206 Sockets=2 Boards=1
+   State=DOWN+NOT_RESPONDING ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=ifn,dll 
+"""
+
+
+def test_sinfo_reasons():
+    assert sniff(SINFO_R.splitlines(), "state/sinfo-R.txt") == "slurm_nodes"
+    fp = slurm_nodes.parse(SINFO_R, ParseContext(path="sinfo-R.txt", tz="Asia/Tokyo"))
+    check_accounting(fp)
+    (e,) = fp.events
+    assert (e.kind, e.host, e.ts, e.ts_quality, e.attrs["reason"], e.attrs["user"]) == (
+        "node_drain", "ip-10-0-1-23", us("2024-01-25T15:12:23", "Asia/Tokyo"), "assumed_tz",
+        "Kill task failed", "root")
+
+
+def test_scontrol_show_node():
+    assert sniff(SCONTROL.splitlines(), "scontrol_show_node.txt") == "slurm_nodes"
+    fp = slurm_nodes.parse(SCONTROL, ParseContext(path="scontrol.txt"))
+    check_accounting(fp)
+    assert fp.shape == "scontrol_nodes" and not fp.rejects
+    drain, down = fp.events
+    assert (drain.line_no, drain.kind, drain.host, drain.ts, drain.attrs["user"],
+            drain.attrs["state"]) == (17, "node_drain", "yigou-dev-102-68",
+                                      us("2024-12-19T11:03:34"), "slurm", "IDLE+DRAIN")
+    assert drain.attrs["reason"] == "gres/gpu count reported lower than configured (0 < 1)"
+    # down without a reason in the dump: the State line, and no time
+    assert (down.line_no, down.kind, down.host, down.ts_quality, down.attrs["reason"]) == (
+        27, "node_down", "gpu02", "untimed", None)
+
+
+def test_scontrol_one_line_and_garbage():
+    # scontrol -o (one block per line): the line a public test quotes (find_string:
+    # "Reason=Kill task failed [root@"); repository not named by the index
+    one = ("NodeName=g3 Arch=x86_64 CPUAlloc=0 CPUTot=256 State=IDLE+DRAIN Partitions=gpu "
+           "CfgTRES=cpu=256,mem=1400000M AllocTRES= CurrentWatts=0 AveWatts=0 "
+           "Reason=Kill task failed [root@2026-06-01T10:00:00]\nfoo\n")
+    fp = slurm_nodes.parse(one, ParseContext(path="scontrol.txt"))
+    check_accounting(fp)
+    assert [(e.host, e.attrs["reason"], e.attrs["user"]) for e in fp.events] == [
+        ("g3", "Kill task failed", "root")]
+    assert [(r.line_no, r.reason) for r in fp.rejects] == [(2, "unrecognized scontrol line")]
+
+
+def test_sinfo_table_of_gcm(shared_dir):
+    """facebookresearch/gcm's ``sinfo`` sample (MIT, ../shared/peer-data/gcm)."""
+    path = shared_dir / "peer-data/gcm/gcm/tests/data/sample-sinfo-output.txt"
+    lines = path.read_text().splitlines()
+    assert sniff(lines, "gcm/sample-sinfo-output.txt") == "slurm_nodes"
+    fp = slurm_nodes.parse(path.read_text(), ParseContext(path=str(path)))
+    check_accounting(fp)
+    assert fp.shape == "sinfo_table" and not fp.rejects
+    # node0201 is listed twice (two partitions), drained for "replace": one event;
+    # the allocated nodes have reason "none": routine
+    assert [(e.line_no, e.kind, e.host, e.attrs["reason"], e.attrs["user"], e.ts)
+            for e in fp.events] == [(2, "node_drain", "node0201", "replace", "root",
+                                     us("2022-06-02T05:54:34"))]
+
+
+# --- slurmd.log ------------------------------------------------------------------------------
+
+# https://github.com/ai4d-iasc/trixie/issues/45 (slurmd.log of cn106; no license stated,
+# quoted as a log sample; UID/GID/HOST masked by the poster)
+SLURMD = """\
+[2020-12-14T08:59:01.890] launch task 63532.0 request from UID:xxxxxxxxx  GID:xxxxxxxxx HOST:10.xxx.xxx.xxx PORT:63195
+[2020-12-14T09:43:55.500] [63532.0] error: *** STEP 63532.0 ON cn106 CANCELLED AT 2020-12-14T09:43:55 ***
+[2020-12-14T09:43:55.502] [63532.extern] done with job
+[2020-12-14T09:44:56.002] [63532.0] error: *** STEP 63532.0 STEPD TERMINATED ON cn106 AT 2020-12-14T09:44:56 DUE TO JOB NOT ENDING WITH SIGNALS ***
+[2020-12-14T09:44:58.306] [63532.0] done with job
+"""  # noqa: E501
+
+
+def test_slurmd_log():
+    assert sniff(SLURMD.splitlines(), "hosts/cn106/slurmd.log") == "slurmd"
+    assert sniff(SLURMD.splitlines(), "logs/node.log") == "slurmd"  # by its wording
+    assert sniff(SLURMD.splitlines(), "hosts/cn106/slurmdbd.log") != "slurm_nodes"
+    fp = slurmd.parse(SLURMD, ParseContext(path="hosts/cn106/slurmd.log", host="cn106"))
+    check_accounting(fp)
+    assert fp.shape == "iso8601_ms" and not fp.rejects
+    assert [(e.line_no, e.kind, e.host, e.job_id, e.attrs["rule"], e.attrs.get("unkillable"))
+            for e in fp.events] == [
+        (2, "job_cancelled", "cn106", "63532", "slurmd.cancelled", None),
+        (4, "job_cancelled", "cn106", "63532", "slurmd.unkillable", True)]
+    got = parse_file("hosts/cn106/slurmd.log", SLURMD.encode(), IngestSettings())
+    assert got.files.to_pylist()[0]["source"] == "slurmd"
