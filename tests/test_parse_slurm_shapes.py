@@ -98,6 +98,22 @@ def test_labelled_output_hosts_ranks_gpus_and_times():
     assert (segv.ts, segv.ts_quality) == (us("2024-08-01T13:23:20"), "inherited")
 
 
+def test_an_unstamped_line_takes_the_next_stamp():
+    """A line without a stamp was written no later than the next stamped line: its time
+    (a symptom in a job log never sorts before the exact time of its cause elsewhere)."""
+    # https://github.com/xiuqhou/Salience-DETR/issues/4 (Apache-2.0): a logging stamp
+    before = ("[2024-05-08 08:47:31,261] torch.distributed.elastic.multiprocessing.api: "
+              "[WARNING] Sending process 5938 closing signal SIGTERM")
+    # https://github.com/deepseek-ai/DeepEP/issues/106 (MIT): NCCL < 2.26, no stamp
+    ib = ("VM-17-82-centos:11978:12642 [0] ib_plugin.c:1075 NCCL WARN NET/IB : Got completion "
+          "from peer 172.21.17.89<38536> with error 12, opcode 32715, len 0, vendor err 129")
+    wd = WATCHDOG.replace("rank2", "rank5").replace("Rank 2", "Rank 5")
+    fp = parse([f"0: {before}", f"1: {ib}", f"1: {wd}", "1: tail line"], ctx())
+    got = {e.kind: (e.ts, e.ts_quality) for e in fp.events}
+    assert got["nccl_ib_error"] == (us("2024-11-19T13:21:13.092845"), "inherited")
+    assert got["nccl_watchdog"] == (us("2024-11-19T13:21:13.092845"), "inferred_year")
+
+
 def test_glog_stamps_in_the_zone_of_tz():
     fp = parse(OUT, ctx(tz="America/Chicago"))
     wd = next(e for e in fp.events if e.kind == "nccl_watchdog")

@@ -686,6 +686,38 @@ class Clock:
         return self.last, "inherited"
 
 
+class ForwardClock(Clock):
+    """The clock of a file without collector stamps (a ``slurm-<jobid>.out``): a line
+    without a stamp of its own was written no later than the next stamped line below
+    it, and that time is the one it takes (``inherited``). Its symptoms then never sort
+    before the exact times of the other logs' causes, which the time above (often a
+    trainer step minutes before a hang) would do. A line with no stamp below it takes
+    the one above. Each line is examined at most once forwards, once backwards."""
+
+    def __init__(self, lines: list[str], ctx: ParseContext,
+                 stamp: Callable[[str], str | tuple[str, str] | None]) -> None:
+        super().__init__(lines, ctx, stamp)
+        self.ahead = -1  # lines[:ahead + 1] were scanned forwards
+        self.next: tuple[int, int, str] | None = None  # (line, ts, quality) found there
+
+    def at(self, i: int, own: str | tuple[str, str] | None = None, *, stamp: object = _ASK
+           ) -> tuple[int | None, str]:
+        ts, quality = super().at(i, own, stamp=stamp)
+        if quality != "inherited":
+            return ts, quality
+        if self.next is None or self.next[0] <= i:
+            self.next = None
+            for j in range(max(i + 1, self.ahead + 1), len(self.lines)):
+                self.ahead = j
+                t = self.stamp(self.lines[j])
+                if t is not None and (got := self._parse(t)) is not None:
+                    self.next = (j, got[0], got[1])
+                    break
+        if self.next is not None:
+            return self.next[1], "inherited"
+        return ts, quality
+
+
 def _collector_stamp(line: str) -> str | None:
     if not line[:1].isdigit():
         return None
@@ -730,8 +762,8 @@ def parse_lines(lines: list[str], ctx: ParseContext,
     labelled = jobout.is_labelled(lines)
     if not stamped:
         fp.shape = "slurm_out" if labelled else "unstamped"
-        clock = Clock(lines, ctx, functools.partial(jobout.own_stamp, labelled=labelled,
-                                                    ctx=ctx))
+        clock = ForwardClock(lines, ctx, functools.partial(jobout.own_stamp,
+                                                           labelled=labelled, ctx=ctx))
     else:
         clock = Clock(lines, ctx, _collector_stamp)
     split = _labelled_split if labelled else _joblog_split

@@ -12,13 +12,14 @@ https://slurm.schedmd.com/srun.html#OPT_label) and torchrun's ``[rank12]:``::
 holds what is particular to it, all pure functions of the file's lines:
 
 - whether the file is labelled (most of its first lines carry a task label), and whether
-  it has collector stamps at all (most of its first lines start with one);
+  it has collector stamps at all (any of its first lines starts with one);
 - :func:`own_stamp`: the time a line carries itself when there is no collector stamp: an
   ISO stamp (a trainer's, NCCL >= 2.26's ``[2025-03-01 12:00:00]``) or a glog stamp
   (``E0701 12:10:00.523400``, PyTorch's C++ and Python loggers), which has neither year
   nor zone: the zone is ``ctx.tz`` (glog writes local time) and the year the one that
   puts the day inside the job's sacct window (``inferred_year``); without a window the
-  line has no time of its own and inherits one;
+  line has no time of its own. A line without a time of its own takes the next stamped
+  line's (``joblog.ForwardClock``), before any stamp the job's sacct start;
 - :func:`identities`: who a line is: task label -> host and rank -> (host, GPU) from
   NCCL's init lines (``host:pid:tid [cudaDev] NCCL INFO comm 0x.. rank R nRanks N ...
   localRank L`` and, from NCCL 2.19 on, ``... busId 9c000 ... Init COMPLETE``).
@@ -37,7 +38,8 @@ from faultline.pipeline.timeutil import choose_year
 
 SAMPLE_LINES = 40  # the first non-blank lines that decide a file's prefixes
 LABEL_RE = re.compile(r"^ *(\d{1,7}): ")
-COLLECTOR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}")
+# A collector's stamp (ISO with ``T``; a trainer's own stamps have a space there).
+COLLECTOR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
 _ISO_HEAD = re.compile(
     r"^\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
@@ -62,9 +64,9 @@ def is_labelled(lines: list[str]) -> bool:
 
 
 def has_collector_stamps(lines: list[str]) -> bool:
-    """Whether most of the file's first lines open with a collector's ISO stamp."""
-    sample = _sample(lines)
-    return bool(sample) and sum(1 for ln in sample if COLLECTOR_RE.match(ln)) * 2 > len(sample)
+    """Whether the file's first lines carry a collector's ISO stamp (its unstamped lines
+    are continuations: traceback bodies, wrapped text)."""
+    return any(COLLECTOR_RE.match(ln) for ln in _sample(lines))
 
 
 def split_label(line: str) -> tuple[str | None, str]:
