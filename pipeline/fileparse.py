@@ -112,8 +112,9 @@ def context_from_path(path: str, tz: str) -> ParseContext:
         i = len(parts) - 1 - parts[::-1].index("hosts")
         if i + 1 < len(parts) - 1:
             host = parts[i + 1]
-    if job_id is None and name.startswith("slurm-") and (m := SLURM_OUT_RE.search(name)):
-        job_id = m.group(1)  # slurm-<jobid>.out, anywhere: one file for all its hosts
+    if name.startswith("slurm-") and (m := SLURM_OUT_RE.search(name)):
+        job_id = job_id or m.group(1)  # slurm-<jobid>.out, anywhere: one file for all
+        host = None  # its hosts (each line's host is its rank's: joblog)
     return ParseContext(path=path, host=host, job_id=job_id, tz=tz)
 
 

@@ -373,3 +373,27 @@ def test_slurmd_log():
         (4, "job_cancelled", "cn106", "63532", "slurmd.unkillable", True)]
     got = parse_file("hosts/cn106/slurmd.log", SLURMD.encode(), IngestSettings())
     assert got.files.to_pylist()[0]["source"] == "slurmd"
+
+
+def test_labels_after_the_batch_scripts_own_output():
+    script = [f"echo line {k}" for k in range(30)]
+    fp = parse(script + OUT, ctx())
+    assert fp.shape == "slurm_out"
+    wd = next(e for e in fp.events if e.kind == "nccl_watchdog")
+    assert (wd.host, wd.rank) == ("VM-17-82-centos", 5)
+    assert not jobout.is_labelled(["1: one", "x", "y"])  # a stray "1: " is no label
+    assert context_from_path("jobs/77/slurm-77.out", "UTC").host is None
+
+
+def test_prepass_job_windows(tmp_path):
+    from faultline.pipeline.run import prepass
+    dump = ("JobID|JobName|State|Start|End|NodeList\n"
+            "81234|llm|NODE_FAIL|2024-07-01T08:00:12|2024-07-01T12:00:31|node[1-2]\n"
+            "81234|llm|COMPLETED|2024-07-01T12:10:00|2024-07-02T00:00:00|node[1-2]\n"
+            "81235|llm|RUNNING|2024-07-02T01:00:00|Unknown|node[1-2]\n")
+    (tmp_path / "sacct.txt").write_text(dump)
+    window, jobs = prepass([str(tmp_path / "sacct.txt")], "UTC")
+    assert window == (us("2024-07-01T08:00:12"), us("2024-07-02T01:00:00"))
+    # a requeued job: first start to last end; a running one: to the corpus' end
+    assert jobs == {"81234": (us("2024-07-01T08:00:12"), us("2024-07-02T00:00:00")),
+                    "81235": (us("2024-07-02T01:00:00"), us("2024-07-02T01:00:00"))}

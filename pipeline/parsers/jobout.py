@@ -36,7 +36,8 @@ from faultline.pipeline.pci import normalize_pci
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.timeutil import choose_year
 
-SAMPLE_LINES = 40  # the first non-blank lines that decide a file's prefixes
+SAMPLE_LINES = 40  # the first non-blank lines that decide a file's collector stamps
+LABEL_SAMPLE_LINES = 400  # ... and its labels (a batch script may print before srun runs)
 LABEL_RE = re.compile(r"^ *(\d{1,7}): ")
 # A collector's stamp (ISO with ``T``; a trainer's own stamps have a space there).
 COLLECTOR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
@@ -58,9 +59,12 @@ def _sample(lines: list[str]) -> list[str]:
 
 
 def is_labelled(lines: list[str]) -> bool:
-    """Whether most of the file's first lines carry an ``srun --label`` prefix."""
-    sample = _sample(lines)
-    return bool(sample) and sum(1 for ln in sample if LABEL_RE.match(ln)) * 2 > len(sample)
+    """Whether the file's lines carry ``srun --label`` prefixes: a fifth of its first
+    non-blank lines at least (the batch script's own output before ``srun`` has none),
+    and more than two (a stray ``1: `` is no label)."""
+    sample = list(islice((ln for ln in lines if ln.strip()), LABEL_SAMPLE_LINES))
+    n = sum(1 for ln in sample if LABEL_RE.match(ln))
+    return n > 2 and n * 5 >= len(sample)
 
 
 def has_collector_stamps(lines: list[str]) -> bool:
