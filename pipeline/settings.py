@@ -27,6 +27,7 @@ class IngestSettings:
     # stamps that carry none, and the time of its lines before the first stamp. Left
     # out of the fingerprint like ``window``.
     job_windows: Mapping[str, tuple[int, int]] | None = field(default=None, hash=False)
+    tz_how: str = "given"  # "given" (--tz), "inferred" from the corpus, "assumed" UTC
 
     def __post_init__(self) -> None:
         ZoneInfo(self.tz)  # fail early, on the driver, for an unknown zone
@@ -36,10 +37,13 @@ class IngestSettings:
         """What a file's rows depend on besides its bytes: the zone, the year, and the
         parsing code itself. Stored per file (``files.parsed_with``): a re-run skips a
         file only when its size, mtime and this fingerprint are unchanged, so changing
-        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. The
+        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. A zone
+        faultline inferred or assumed says so (``tz=America/Los_Angeles (inferred)``). The
         year-inference window is left out on purpose: new sacct dumps move it on every
         incremental run, and a file already placed keeps its year."""
-        return f"faultline {__version__}+{_code_hash()}; tz={self.tz}; year={self.year or '-'}"
+        how = "" if self.tz_how == "given" else f" ({self.tz_how})"
+        return (f"faultline {__version__}+{_code_hash()}; tz={self.tz}{how}; "
+                f"year={self.year or '-'}")
 
 
 @functools.cache

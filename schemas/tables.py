@@ -137,7 +137,7 @@ class View:
 # --- vocabularies -------------------------------------------------------------------
 
 SOURCES = ("kernel", "sel", "inventory", "job", "trainer", "sacct", "slurmctld", "hosts",
-           "unknown", "slurmd", "slurm_nodes")
+           "nvidia_smi", "nvidia_bug_report", "bundle", "unknown", "slurmd", "slurm_nodes")
 TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relative",
                 "untimed")
 EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")
@@ -151,7 +151,8 @@ FILES = Table(
     row="input file",
     key=("path",),
     columns=(
-        Column("path", S, "Absolute path of the file, as read."),
+        Column("path", S, "Absolute path of the file, as read; a member of an archive "
+               "is `<archive path>!/<member path>`."),
         Column("sha256", S, "SHA-256 of the file's bytes as stored (before gunzip)."),
         Column("source", S, "Log source sniffed from the content.", values=SOURCES),
         Column("lines", I64, "Lines in the file (a last line without newline counts).",
@@ -346,9 +347,26 @@ TEXT_PREDICTIONS = Table(
     ),
 )
 
+OVERRIDES = Table(
+    name="overrides",
+    row="operator's correction of a root cause",
+    key=("interruption_id",),
+    columns=(
+        Column("interruption_id", S, "The interruption corrected (kept even while no "
+               "interruption has this id: a later ingest may bring it back)."),
+        Column("component", S, "Component the operator says caused it (a Table 5 name, "
+               "Planned Maintenance or Unattributed)."),
+        Column("note", S, "Why, in the operator's words (may be empty)."),
+        Column("created_at", TS, "When the override was added or last changed (UTC)."),
+        Column("created_by", S, "Who added it: the login name (extension)."),
+        Column("origin", S, "Where it came from: 'cli' or the overrides file's path "
+               "(extension)."),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG, TEXT_PREDICTIONS,
+    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES,
 )
 
 
