@@ -15,11 +15,13 @@ import re
 _DECODER = json.JSONDecoder()
 
 
-def array_members(text: str, key: str, expected: int) -> list[tuple[object, int, int]] | None:
+def array_members(text: str, key: str | None, expected: int
+                  ) -> list[tuple[object, int, int]] | None:
     """``(member, start, end)`` character spans of the array under ``"key"`` (the first
-    ``"key": [`` in the text), or None when they cannot be located one by one (the scan
-    finds a different number of members than ``expected``)."""
-    m = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
+    ``"key": [`` in the text; ``key`` None: the text's own top-level array), or None
+    when they cannot be located one by one (the scan finds a different number of
+    members than ``expected``)."""
+    m = re.search(rf'"{re.escape(key)}"\s*:\s*\[' if key is not None else r"^\s*\[", text)
     if m is None:
         return None
     out: list[tuple[object, int, int]] = []

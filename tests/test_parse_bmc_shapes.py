@@ -145,6 +145,19 @@ def test_redfish_kind_without_or_with_dmtf_sensor_type(entry, kind, rule):
     assert (e.kind, e.attrs.get("rule")) == (kind, rule)
 
 
+def test_redfish_pages_appended_and_a_cut_file():
+    page = (DATA / "redfish-dmtf-public-rackmount1-sel.json").read_text()
+    fp = redfish.parse(page + page, CTX)  # two pages curl'ed into one file
+    check_accounting(fp)
+    assert fp.shape == "redfish_jsonl" and not fp.rejects
+    assert [e.line_no for e in fp.events] == [7, 28, 60, 81]
+    cut = redfish.parse(page[:page.index('"Name": "Log Entry 2"')], CTX)  # file cut short
+    check_accounting(cut)
+    assert [(e.line_no, e.line_end, e.kind) for e in cut.events] == [(7, 27, "sel_thermal")]
+    assert {r.reason for r in cut.rejects} <= {"bad json", "not a log entry"}
+    assert cut.rejects[0].line_no == 1
+
+
 def test_redfish_rejects_and_accounting():
     text = ('{"Id": "1", "EntryType": "SEL", "Created": "1970-01-01T00:00:00Z", '
             '"Message": "x"}\nnot json\n\n{"Name": "LogService"}\n')

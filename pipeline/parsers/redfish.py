@@ -2,8 +2,9 @@
 as ``ipmitool sel elist``.
 
 A file is a ``LogEntryCollection`` (``GET .../LogServices/SEL/Entries``: the entries
-under ``Members``), one ``LogEntry``, or JSON lines (one entry per line, as a collector
-that pages through the collection writes them)::
+under ``Members``), one ``LogEntry``, JSON lines (one entry per line, as a collector
+that pages through the collection writes them), or documents one after another (each
+page of the collection appended to one file)::
 
     {"@odata.type": "#LogEntryCollection.LogEntryCollection", "Members": [
       {"Id": "1", "EntryType": "SEL", "Severity": "Critical",
@@ -37,6 +38,7 @@ from faultline.pipeline.text import split_lines
 from faultline.pipeline.timeutil import OUT_OF_RANGE, in_range, parse_iso
 
 MESSAGE_LIMIT = 1024
+_DECODER = json.JSONDecoder()
 # (rule id, kind, pattern on the message) for entries without a SensorType; first wins.
 MESSAGE_RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     (rid, kind, re.compile(pat, re.I)) for rid, kind, pat in (
@@ -112,57 +114,67 @@ def entry_event(entry: dict, first: int, last: int, ctx: ParseContext
                        device=attrs.get("sensor"), job_id=ctx.job_id, attrs=attrs)
 
 
-def _spans(text: str) -> tuple[list[tuple[object, int, int]], bool] | None:
-    """The log entries of a JSON document with their character spans, and whether the
-    spans are the entries' own (else each entry is placed on the document's first
-    line); None when the text is not one JSON document."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
-    start = len(text) - len(text.lstrip())
+Span = tuple[object, int, int, bool]  # entry, start, end, whether the span is its own
+
+
+def _entries(doc: object, text: str, at: int) -> list[Span]:
+    """The log entries of one JSON document (``text`` at offset ``at``) with their
+    character spans; entries that cannot be located one by one all take the document's
+    first character (their events share its first line)."""
     if isinstance(doc, dict) and isinstance(doc.get("Members"), list):
-        got = array_members(text, "Members", len(doc["Members"]))
-        if got is not None:
-            return got, True
-        entries = doc["Members"]
+        members, key = doc["Members"], "Members"
     elif isinstance(doc, list):
-        entries = doc
+        members, key = doc, None
     else:
-        return [(doc, start, len(text.rstrip()))], True
-    return [(e, start, start + 1) for e in entries], False
+        return [(doc, at, at + len(text), True)]
+    got = array_members(text, key, len(members))
+    if got is None:
+        return [(e, at, at + 1, False) for e in members]
+    return [(e, at + lo, at + hi, True) for e, lo, hi in got]
 
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
-    """Parse a Redfish LogEntry collection, entry or JSON-lines file."""
+    """Parse a Redfish LogEntry collection, an entry, JSON lines, or documents one after
+    another (pages of a collection appended to one file). Text that does not decode is
+    rejected line by line (``bad json``) and decoding resumes on the next line, so the
+    complete entries of a cut file are still read."""
     lines = split_lines(text)
     fp = FileParse(len(lines), shape="redfish")
     body = "\n".join(lines)
     index = LineIndex(lines)
-    line_of, starts = index.line_of, index.starts
-
-    got_spans = _spans(body)
-    own = True
-    if got_spans is not None:
-        spans, own = got_spans
-    else:  # JSON lines
+    spans: list[Span] = []
+    covered = 0  # the last line some document reaches
+    pos, n, docs = 0, len(body), 0
+    while True:
+        while pos < n and body[pos] in " \t\r\n\ufeff":
+            pos += 1
+        if pos >= n:
+            break
+        try:
+            doc, end = _DECODER.raw_decode(body, pos)
+        except ValueError:
+            ln = index.line_of(pos)
+            if ln > covered:
+                fp.rejects.append(Reject.of(ln, "bad json", lines[ln - 1]))
+            pos = index.starts[ln] if ln < len(lines) else n
+            continue
+        docs += 1
+        spans += _entries(doc, body[pos:end], pos)
+        covered = max(covered, index.line_of(end - 1))
+        pos = end
+    if docs > 1:
         fp.shape = "redfish_jsonl"
-        spans = []
-        for i, ln in enumerate(lines):
-            if not ln.strip():
-                continue
-            try:
-                spans.append((json.loads(ln), starts[i], starts[i] + len(ln) - 1))
-            except ValueError:
-                fp.rejects.append(Reject.of(i + 1, "bad json", ln))
-    for entry, lo, hi in spans:
-        first, last = line_of(lo), line_of(max(lo, hi - 1))
+    for entry, lo, hi, own in spans:
+        first, last = index.line_of(lo), index.line_of(max(lo, hi - 1))
         got = entry_event(entry, first, last, ctx)
         if isinstance(got, ParsedEvent):
             fp.events.append(got)
         elif isinstance(got, str) and own:  # (entries sharing a line: that line is theirs)
-            fp.rejects.extend(Reject.of(n, got, lines[n - 1]) for n in range(first, last + 1)
-                              if lines[n - 1].strip())
+            fp.rejects.extend(Reject.of(k, got, lines[k - 1]) for k in range(first, last + 1)
+                              if lines[k - 1].strip())
+    if fp.rejects and fp.events:  # a line an entry's event covers is that event's
+        taken = {k for e in fp.events for k in range(e.line_no, (e.line_end or e.line_no) + 1)}
+        fp.rejects = [r for r in fp.rejects if r.line_no not in taken]
     return fp
 
 
