@@ -397,3 +397,12 @@ def test_prepass_job_windows(tmp_path):
     # a requeued job: first start to last end; a running one: to the corpus' end
     assert jobs == {"81234": (us("2024-07-01T08:00:12"), us("2024-07-02T00:00:00")),
                     "81235": (us("2024-07-02T01:00:00"), us("2024-07-02T01:00:00"))}
+
+
+def test_prepass_reads_sacct_json(tmp_path):
+    from faultline.pipeline.run import prepass
+    path = tmp_path / "sacct.json"
+    path.write_bytes((DATA / "sacct-json-clockwork-excerpt.json").read_bytes())
+    _window, jobs = prepass([str(path)], "UTC")
+    assert jobs == {"63752790_7": (1680193504 * 10**6, 1680244103 * 10**6),
+                    "63692861_0": (1680127992 * 10**6, 1680215981 * 10**6)}
