@@ -111,7 +111,8 @@ def sniff(lines: list[str], path: str = "") -> str:
         return "nvidia_smi"
     if sacct.looks_like_sacct(first):
         return "sacct"
-    if first[:1] in ("{", "["):  # JSON: decided by what its first lines hold
+    if first[:1] == "{" or first[:2] == "[{" or first.rstrip() == "[":
+        # JSON (not a dmesg or slurmctld "[" line): decided by what its first lines hold
         head = "\n".join(lines[:400])
         if redfish.looks_like_redfish(head):
             return "sel"

@@ -759,7 +759,8 @@ def parse_lines(lines: list[str], ctx: ParseContext,
     if candidates is None:
         candidates = candidate_indices(lines, CANDIDATE_RE)
     stamped = jobout.has_collector_stamps(lines)
-    labelled = jobout.is_labelled(lines)
+    # a collector's file is one host's: no srun labels are looked for (nor paid for)
+    labelled = not stamped and jobout.is_labelled(lines)
     if not stamped:
         fp.shape = "slurm_out" if labelled else "unstamped"
         clock = ForwardClock(lines, ctx, functools.partial(jobout.own_stamp,
