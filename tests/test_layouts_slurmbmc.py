@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from faultline.pipeline.run import ingest
-from faultline.simulate.relayout import LAYOUTS, relayout
+from faultline.simulate.relayout import LAYOUTS, relayout, simulate_in
 
 SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "sample"
 
@@ -65,6 +65,16 @@ def test_redfish_shape(written):
                for ln in p.read_text().splitlines()]
     assert entries and all(e["EntryType"] == "SEL" and "Created" in e for e in entries)
     assert {e.get("SensorType") for e in entries} >= {"Power Supply", "Power Unit"}
+
+
+def test_simulate_in_a_layout(tmp_path):
+    result = simulate_in("sample", tmp_path / "out", "redfish")
+    assert result.out == tmp_path / "out" and result.interruptions == 26
+    rows = _truth(result.out, "files.csv")
+    assert result.files == len(rows) and any(r["path"].endswith("sel.jsonl") for r in rows)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no scratch left behind
+    with pytest.raises(ValueError, match="known: slurm-out, redfish"):
+        simulate_in("sample", tmp_path / "x", "flat")
 
 
 def _verdicts(db: Path) -> dict[tuple[str, str], tuple]:

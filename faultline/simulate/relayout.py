@@ -15,20 +15,26 @@ canonical corpus (``OUT/corpus`` + ``OUT/truth``) that writes it again elsewhere
 
 The truth follows: ``files.csv`` and ``signals.csv`` name the new paths and line numbers
 (a signal's ``text`` is the new line's). Everything else is copied unchanged. Input and
-output are plain files; nothing here reads the pipeline.
+output are plain files; nothing here reads the pipeline. :func:`simulate_in` simulates a
+preset straight into a layout.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import gzip
 import heapq
 import json
 import re
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
+
+from faultline.simulate.corpus import SimResult, simulate
 
 LAYOUTS = {
     "slurm-out": "each job's host logs merged into outputs/slurm-<id>.out: no collector "
@@ -48,6 +54,24 @@ _SEVERITY = {"Power Supply": "Critical", "Power Unit": "Critical", "Memory": "Cr
              "Processor": "Critical", "Temperature": "Warning", "Fan": "Warning"}
 
 Remap = dict[tuple[str, int], tuple[str, int, str]]  # (path, line) -> (path, line, text)
+
+
+def simulate_in(preset_name: str, out: Path, layout: str, seed: int = 0,
+                progress: Callable[[str, int, int], None] | None = None) -> SimResult:
+    """``simulate`` a preset, written in ``layout`` under ``out`` (what
+    ``faultline simulate --layout slurm-out|redfish`` runs): the canonical corpus is
+    written to a scratch directory beside ``out`` first, then relaid."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".canonical-") as tmp:
+        result = simulate(preset_name, Path(tmp), seed=seed, progress=progress)
+        relayout(Path(tmp), out, layout)
+    with (out / "truth" / "files.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return dataclasses.replace(result, out=out, files=len(rows),
+                               lines=sum(int(r["lines"]) for r in rows),
+                               bytes=sum(int(r["bytes"]) for r in rows))
 
 
 def relayout(src: Path, dst: Path, layout: str) -> None:
