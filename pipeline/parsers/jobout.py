@@ -19,7 +19,7 @@ holds what is particular to it, all pure functions of the file's lines:
   nor zone: the zone is ``ctx.tz`` (glog writes local time) and the year the one that
   puts the day inside the job's sacct window (``inferred_year``); without a window the
   line has no time of its own. A line without a time of its own takes the next stamped
-  line's (``joblog.ForwardClock``), before any stamp the job's sacct start;
+  line's (``jobclock.ForwardClock``), before any stamp the job's sacct start;
 - :func:`identities`: who a line is: task label -> host and rank -> (host, GPU) from
   NCCL's init lines (``host:pid:tid [cudaDev] NCCL INFO comm 0x.. rank R nRanks N ...
   localRank L`` and, from NCCL 2.19 on, ``... busId 9c000 ... Init COMPLETE``).
