@@ -341,11 +341,12 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     ctx = context_from_path(path, settings.tz)
     if source in ("kernel", "nvidia_bug_report"):
         ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
-                           syslog_year(text, settings, mtime))
+                           syslog_year(text, settings, mtime), settings.rule_texts)
     elif source == "job" and ctx.job_id is not None and settings.job_windows:
         window = settings.job_windows.get(ctx.job_id)
         if window is not None:
-            ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz, settings.year, window)
+            ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz, settings.year,
+                               job_window=window)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))

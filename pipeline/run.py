@@ -185,7 +185,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+           progress: Callable[[int, int], None] | None = None,
+           rules: tuple[str, ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -221,7 +222,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             raise IngestError(zone.error)
         window, job_windows = prepass(paths, zone.zone)
         settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                  window=None if year else window, job_windows=job_windows)
+                                  window=None if year else window, job_windows=job_windows,
+                                  rules=rules)
         staging.clear()
         try:
             con = fdb.connect(db)
