@@ -9,6 +9,9 @@ no work happens here.
 from __future__ import annotations
 
 import logging
+import os
+import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,9 +22,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
+    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -55,10 +59,11 @@ class Published(StrEnum):
     llama3 = "llama3"
 
 
-def _progress() -> Progress:
+def _progress(*, transient: bool = True) -> Progress:
     """A progress bar on stderr (hidden when stderr is not a terminal)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+                    TaskProgressColumn(), TextColumn("{task.fields[detail]}"),
+                    TimeElapsedColumn(), console=err, transient=transient,
                     disable=not err.is_terminal)
 
 
@@ -72,7 +77,7 @@ def _open_read(db: Path):
     try:
         return fdb.connect(db, read_only=True)
     except duckdb.Error as exc:
-        err.print(f"[bold red]faultline:[/] {db}: {exc}")
+        err.print(f"[bold red]faultline:[/] {escape(fdb.open_error(db, exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
 
 
@@ -133,19 +138,64 @@ def ingest(
             workers=workers, beam_opts=beam_opt or [], shards=shards)
 
 
-def _ingest(corpus: list[Path], db: Path, **kw) -> None:
-    """Ingest with a progress bar and print the summary line."""
-    from faultline.pipeline.run import IngestError
-    from faultline.pipeline.run import ingest as run_ingest
+INTERRUPTED = "interrupted; nothing was written; run again to finish"
+EXIT_INTERRUPTED = 130
+# Test hook: the ingest pauses (sleeps) as the named phase starts, so a test can send
+# SIGINT inside that phase (tests/test_interrupt.py). Unset, it changes nothing.
+PAUSE_ENV = "FAULTLINE_TEST_PAUSE_AT"
+_PHASE_LABELS = {"discover": "discover: finding files", "parse": "parse: reading files",
+                 "load": "load: writing DuckDB", "root causes": "root causes: deciding"}
 
+
+def _interrupted(command: str) -> typer.Exit:
+    """Ctrl-C: one line and exit 130 (the INTERFACE's code), never a traceback."""
+    err.print(f"[bold red]faultline {command}:[/] {INTERRUPTED}")
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
+def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, int], None],
+                                         Callable[[], None]]:
+    """Callbacks that keep one bar per ingest phase: a phase's bar is completed (100%)
+    when the next phase starts, and the last one when ``finish`` is called."""
+    tasks: dict[str, TaskID] = {}
+    pause = os.environ.get(PAUSE_ENV)
+
+    def finish() -> None:
+        for task in tasks.values():
+            t = bar.tasks[task]
+            total = t.total or 1
+            bar.update(task, total=total, completed=total)
+
+    def on_phase(name: str) -> None:
+        finish()
+        tasks[name] = bar.add_task(_PHASE_LABELS.get(name, name), total=None, detail="")
+        if pause == name:
+            err.print(f"faultline: paused at {name}", highlight=False)
+            time.sleep(600)
+
+    def on_progress(done: int, total: int) -> None:
+        task = tasks.get("parse")
+        if task is not None:
+            bar.update(task, completed=done, total=max(total, 1),
+                       detail=f"{done}/{total} files")
+
+    return on_phase, on_progress, finish
+
+
+def _ingest(corpus: list[Path], db: Path, **kw) -> None:
+    """Ingest with one progress bar per phase and print the summary line."""
     try:
-        with _progress() as bar:
-            task = bar.add_task("parsing files", total=None)
-            summary = run_ingest(
-                corpus, db, **kw,
-                progress=lambda done, total: bar.update(task, completed=done, total=total))
+        from faultline.pipeline.run import IngestError
+        from faultline.pipeline.run import ingest as run_ingest
+
+        with _progress(transient=False) as bar:
+            on_phase, on_progress, finish = _phase_bars(bar)
+            summary = run_ingest(corpus, db, **kw, progress=on_progress, on_phase=on_phase)
+            finish()
+    except KeyboardInterrupt:
+        raise _interrupted("ingest") from None
     except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
-        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())
     if summary.problems:
@@ -156,6 +206,15 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
                   f"{'ahead of' if skew > 0 else 'behind'} the other hosts' (its job logs "
                   f"against Slurm's start times, {jobs} jobs): its events may fall outside "
                   "their interruptions; see the host_clock_offsets view")
+
+
+def _plain_error(exc: BaseException) -> str:
+    """An error's message without library wording: pydantic's "Value error, " prefix
+    and "For further information visit ..." trailer, its "1 validation error for X"
+    header; what is left is the sentence faultline wrote."""
+    lines = [ln.strip() for ln in str(exc).splitlines()
+             if ln.strip() and not ln.strip().startswith("For further information")]
+    return " ".join(ln.removeprefix("Value error, ") for ln in lines)
 
 
 @app.command()
@@ -258,7 +317,7 @@ def simulate(
 
         def step(what: str, i: int, n: int) -> None:
             if what not in tasks:
-                tasks[what] = bar.add_task(f"writing {what}", total=n)
+                tasks[what] = bar.add_task(f"writing {what}", total=n, detail="")
             bar.update(tasks[what], completed=i + 1)
 
         result = run_simulation(preset, out, seed=seed, progress=step)

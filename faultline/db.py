@@ -34,6 +34,18 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     return con
 
 
+def open_error(path: str | Path, exc: duckdb.Error) -> str:
+    """Why DuckDB could not open ``path``, in one line of faultline's words (DuckDB's
+    own message names its error class and may run over several lines)."""
+    text = str(exc)
+    if "not a valid DuckDB database" in text:
+        return f"{path}: not a DuckDB database (faultline writes and reads DuckDB files)"
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return f"{path}: in use by another process; wait for it to finish"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"{path}: cannot open the database: {first.split(': ', 1)[-1]}"
+
+
 def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
     """Replace the ``components`` and ``xid_catalog`` tables with the shipped taxonomy.
 
