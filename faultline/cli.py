@@ -170,7 +170,7 @@ def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, in
         finish()
         tasks[name] = bar.add_task(_PHASE_LABELS.get(name, name), total=None, detail="")
         if pause == name:
-            err.print(f"faultline: paused at {name}", highlight=False)
+            os.write(2, f"faultline: paused at {name}\n".encode())  # past rich's buffers
             time.sleep(600)
 
     def on_progress(done: int, total: int) -> None:
