@@ -8,13 +8,15 @@ no work happens here.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from zoneinfo import ZoneInfoNotFoundError
 
 import typer
@@ -29,13 +31,66 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from faultline import __version__
 from faultline import db as fdb
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
+
+def _unwrap(doc: str | None) -> str | None:
+    """A docstring as help text: its paragraphs, each on one line. Rich help keeps a
+    docstring's single line breaks, which then fall mid-sentence in the terminal."""
+    if not doc:
+        return doc
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def _type_label(param: Any, ctx: Any = None) -> str | None:
+    """What help shows after a flag: its metavar (``--db PATH``), the choices of a
+    choice, nothing for an on/off flag or an argument (its name says it). Typer would
+    show Python types instead (``<bool>``, ``<list[Path]>``)."""
+    if isinstance(param, TyperArgument) or getattr(param, "is_flag", False):
+        return None
+    if param.metavar:
+        return param.metavar
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None and desc.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+    return (param.name or "value").upper()
+
+
+def _plain_params(params: list[Any]) -> list[Any]:
+    for param in params:
+        param.display_type_rich = functools.partial(_type_label, param)  # type: ignore[method-assign]
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose help shows metavars, not Python types, and one-line paragraphs."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_params(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """The ``faultline`` group: its commands' help as :class:`_Command` gives it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            if type(command) is TyperCommand:
+                command.__class__ = _Command  # same object, help rendered as above
+            command.help = _unwrap(command.help)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_params(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     name="faultline",
     help="Root causes of GPU training-run interruptions, from a cluster's own logs.\n\n"
     "Ingest kernel, NCCL/PyTorch, Slurm, BMC and trainer logs into DuckDB; group each "
@@ -99,7 +154,8 @@ def _root(
 
 
 DbOption = Annotated[
-    Path, typer.Option("--db", help="DuckDB file to write or read.", dir_okay=False)
+    Path, typer.Option("--db", help="DuckDB file to write or read.", dir_okay=False,
+                       metavar="PATH")
 ]
 
 
@@ -109,7 +165,8 @@ def ingest(
     db: DbOption,
     tz: Annotated[str, typer.Option(help="Zone of times that carry none (IANA name).")]
     = "UTC",
-    year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
+    year: Annotated[int | None, typer.Option(metavar="YYYY",
+                                             help="Year for syslog lines without one "
                                              "(default: inferred from the corpus).")]
     = None,
     run: Annotated[str | None, typer.Option(help="Build interruptions for this run "
@@ -118,16 +175,19 @@ def ingest(
         help="CSV interruption_id,component,note: operator corrections that win over "
         "the classifiers.", dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes "
+    workers: Annotated[int, typer.Option(min=1, metavar="N", help="Worker processes "
                                          "(Beam multi-process mode when > 1).")] = 1,
     beam_opt: Annotated[list[str] | None, typer.Option(
-        "--beam-opt", help="KEY=VALUE passed to Beam's PipelineOptions (repeatable).")]
+        "--beam-opt", metavar="KEY=VALUE",
+        help="Passed to Beam's PipelineOptions (repeatable).")]
     = None,
     shards: Annotated[str | None, typer.Option(
+        metavar="PATH|URI",
         help="Where workers write Parquet shards: a path or Beam filesystem URI every "
         "worker can reach (default: next to --db). See docs/scale-out.md.")] = None,
 ) -> None:
-    """Read a corpus of logs into the files, events, rejects and attempts tables.
+    """Read a corpus of logs into the files, events, rejects and attempts tables, then
+    build the interruptions and their root causes (interruptions, breakdown).
 
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
@@ -225,7 +285,7 @@ def report(
     compare: Annotated[Published | None, typer.Option(
         help="Show the published table beside yours.")] = None,
     html: Annotated[Path | None, typer.Option(
-        help="Also write a self-contained HTML report with charts to this file "
+        metavar="FILE", help="Also write a self-contained HTML report with charts to this file "
         "(missing parent directories are created).", dir_okay=False)] = None,
     run: Annotated[str | None, typer.Option(help="Run to report (default: the one with "
                                             "the most interruptions).")] = None,
@@ -295,13 +355,23 @@ def check(db: DbOption) -> None:
     raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEMS)
 
 
+def _preset_names() -> list[str]:
+    """The bundled simulator presets (their TOML files), without importing the
+    simulator: help is rendered on every start."""
+    from faultline.fixtures import fixtures_dir
+
+    return sorted(p.stem for p in (fixtures_dir() / "presets").glob("*.toml"))
+
+
 @app.command()
 def simulate(
-    preset: Annotated[str, typer.Option(help="Preset name (sample, small, medium, "
-                                        "llama3).")],
+    preset: Annotated[str, typer.Option(
+        metavar="NAME", help=f"Preset: {', '.join(_preset_names())}, or a preset's TOML "
+        "file.")],
     out: Annotated[Path, typer.Option(help="Directory to write the corpus to.",
-                                      file_okay=False)],
-    seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
+                                      file_okay=False, metavar="DIR")],
+    seed: Annotated[int, typer.Option(metavar="N",
+                                      help="Random seed (same seed, same bytes).")] = 0,
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
