@@ -80,10 +80,12 @@ class _Group(TyperGroup):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for command in self.commands.values():
+        for name, command in self.commands.items():
             if type(command) is TyperCommand:
                 command.__class__ = _Command  # same object, help rendered as above
             command.help = _unwrap(command.help)
+            if command.callback is not None:
+                command.callback = _exit_130_on_ctrl_c(name, command.callback)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_params(super().get_params(ctx))
@@ -205,6 +207,29 @@ EXIT_INTERRUPTED = 130
 PAUSE_ENV = "FAULTLINE_TEST_PAUSE_AT"
 _PHASE_LABELS = {"discover": "discover: finding files", "parse": "parse: reading files",
                  "load": "load: writing DuckDB", "root causes": "root causes: deciding"}
+
+
+# What Ctrl-C leaves behind, where it is not "nothing" (see _exit_130_on_ctrl_c).
+_INTERRUPTED_LEAVES = {
+    "simulate": "interrupted; the corpus under --out is incomplete; run again to write it",
+    "demo": "interrupted; run faultline demo again to finish",
+}
+
+
+def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1.
+    (``ingest`` says it itself: it knows that nothing was written.)"""
+
+    @functools.wraps(callback)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            err.print(f"[bold red]faultline {name}:[/] "
+                      f"{_INTERRUPTED_LEAVES.get(name, 'interrupted')}")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return guarded
 
 
 def _interrupted(command: str) -> typer.Exit:

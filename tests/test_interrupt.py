@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -85,3 +86,24 @@ def test_ctrl_c_leaves_an_existing_database_as_it_was(phase, corpora, tmp_path):
     again = CliRunner().invoke(app, ["ingest", *map(str, corpora), "--db", str(db)])
     assert again.exit_code == 0, again.output
     assert len(_snapshot(db)[0]) > len(before[0])
+
+
+def test_ctrl_c_in_simulate_is_one_line_and_130(tmp_path):
+    out = tmp_path / "sim"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultline", "simulate", "--preset", "small", "--out",
+         str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.rglob("*.log")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until it is writing files
+        assert proc.poll() is None, "simulate finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read() if proc.stderr else ""
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert code == 130, err
+    assert err.strip().splitlines() == [
+        "faultline simulate: interrupted; the corpus under --out is incomplete; run again "
+        "to write it"]
