@@ -132,10 +132,18 @@ def _open_read(db: Path):
         err.print(f"[bold red]faultline:[/] {db}: no such database (run faultline ingest)")
         raise typer.Exit(EXIT_USAGE)
     try:
-        return fdb.connect(db, read_only=True)
+        con = fdb.connect(db, read_only=True)
     except duckdb.Error as exc:
         err.print(f"[bold red]faultline:[/] {escape(fdb.open_error(db, exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
+    missing = fdb.missing_tables(con)
+    if missing:  # a DuckDB file, but not one faultline wrote: say so, not a SQL error
+        con.close()
+        err.print(f"[bold red]faultline:[/] {escape(str(db))}: not a faultline database "
+                  f"(no {', '.join(missing)} table{'s' if len(missing) > 1 else ''}; "
+                  "faultline ingest writes one)")
+        raise typer.Exit(EXIT_USAGE)
+    return con
 
 
 def _version(value: bool) -> None:

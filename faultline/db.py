@@ -46,6 +46,19 @@ def open_error(path: str | Path, exc: duckdb.Error) -> str:
     return f"{path}: cannot open the database: {first.split(': ', 1)[-1]}"
 
 
+# Tables every faultline database has; a DuckDB file without them is someone else's.
+KEY_TABLES = ("files", "events", "interruptions")
+
+
+def missing_tables(con: duckdb.DuckDBPyConnection,
+                   needed: tuple[str, ...] = KEY_TABLES) -> list[str]:
+    """The faultline tables a database lacks: all of them for a DuckDB file that
+    faultline did not write, none for one it did."""
+    have = {t for t, in con.execute(
+        "SELECT table_name FROM information_schema.tables").fetchall()}
+    return [t for t in needed if t not in have]
+
+
 def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
     """Replace the ``components`` and ``xid_catalog`` tables with the shipped taxonomy.
 

@@ -206,6 +206,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
                                   window=None if year else corpus_window(paths, tz))
         staging.clear()
         try:
+            _refuse_foreign(db)
             con = fdb.connect(db)
         except SchemaMismatch as exc:
             raise IngestError(f"{db}: {exc}") from exc
@@ -238,6 +239,19 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
             con.close()
             staging.clear()
     return summary
+
+
+def _refuse_foreign(db: Path) -> None:
+    """An existing DuckDB database with tables of its own but none of faultline's is
+    someone else's: ingest does not add its tables to it."""
+    if not db.exists():
+        return
+    with duckdb.connect(str(db), read_only=True) as con:
+        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchall()
+        missing = fdb.missing_tables(con)
+    if tables[0][0] and len(missing) == len(fdb.KEY_TABLES):
+        raise IngestError(f"{db}: not a faultline database (a DuckDB database with other "
+                          "tables); give --db a new file or one faultline wrote")
 
 
 def _nothing_message(corpus: list[Path], files: int) -> str:

@@ -102,3 +102,23 @@ def test_an_unknown_file_beside_logs_keeps_a_bounded_reject_sample(node, tmp_pat
     # and the quality suites accept the sample (reject_lines >= rejects rows there)
     check = runner.invoke(app, ["check", "--db", str(db)])
     assert check.exit_code == 0, check.output
+
+
+@pytest.mark.parametrize("command", [["ingest", "CORPUS"], ["report"], ["explain"],
+                                     ["check"]])
+def test_a_duckdb_file_of_someone_else_is_one_line_exit_2(command, node, tmp_path):
+    db = tmp_path / "theirs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE sales AS SELECT 1 AS amount")
+    argv = [str(node) if a == "CORPUS" else a for a in command] + ["--db", str(db)]
+    if command == ["explain"]:
+        argv.append("some-id")
+    result = runner.invoke(app, argv)
+    assert result.exit_code == EXIT_USAGE, result.output
+    lines = plain(result.output).strip().splitlines()
+    assert len(lines) == 1 and "not a faultline database" in lines[0], result.output
+    assert "Catalog Error" not in result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT table_name FROM information_schema.tables").fetchall() \
+            == [("sales",)]  # nothing added to it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.duckdb"]
