@@ -83,8 +83,10 @@ def test_demo_after_a_plain_install_from_an_empty_directory(wheel_venv, tmp_path
                                                   "demo"], tmp_path, DEMO_BUDGET_S)
     assert code == 0, out + tty
     assert seconds < DEMO_BUDGET_S
-    # a progress bar on the terminal: the task, a bar and a count of files
-    assert "parsing files" in tty and re.search(r"\d+/\d+", tty), tty[-2000:]
+    # a progress bar per phase on the terminal, the parse bar with a count of files
+    for label in ("discover:", "parse: reading files", "load:", "root causes:"):
+        assert label in tty, tty[-2000:]
+    assert re.search(r"\d+/\d+ files", tty), tty[-2000:]
     # the breakdown, with the published table beside it
     assert "Root causes of interruptions" in out
     for component in ("Faulty GPU", "HBM3", "Software Bug", "Planned Maintenance"):
