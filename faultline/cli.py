@@ -8,10 +8,15 @@ no work happens here.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+import os
+import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from zoneinfo import ZoneInfoNotFoundError
 
 import typer
@@ -19,19 +24,75 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
+    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
 )
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from faultline import __version__
 from faultline import db as fdb
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
+
+def _unwrap(doc: str | None) -> str | None:
+    """A docstring as help text: its paragraphs, each on one line. Rich help keeps a
+    docstring's single line breaks, which then fall mid-sentence in the terminal."""
+    if not doc:
+        return doc
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def _type_label(param: Any, ctx: Any = None) -> str | None:
+    """What help shows after a flag: its metavar (``--db PATH``), the choices of a
+    choice, nothing for an on/off flag or an argument (its name says it). Typer would
+    show Python types instead (``<bool>``, ``<list[Path]>``)."""
+    if isinstance(param, TyperArgument) or getattr(param, "is_flag", False):
+        return None
+    if param.metavar:
+        return param.metavar
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None and desc.is_choice:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices or ())
+    return (param.name or "value").upper()
+
+
+def _plain_params(params: list[Any]) -> list[Any]:
+    for param in params:
+        param.display_type_rich = functools.partial(_type_label, param)  # type: ignore[method-assign]
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose help shows metavars, not Python types, and one-line paragraphs."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_params(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    """The ``faultline`` group: its commands' help as :class:`_Command` gives it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, command in self.commands.items():
+            if type(command) is TyperCommand:
+                command.__class__ = _Command  # same object, help rendered as above
+            command.help = _unwrap(command.help)
+            if command.callback is not None:
+                command.callback = _exit_130_on_ctrl_c(name, command.callback)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_params(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     name="faultline",
     help="Root causes of GPU training-run interruptions, from a cluster's own logs.\n\n"
     "Ingest kernel, NCCL/PyTorch, Slurm, BMC and trainer logs into DuckDB; group each "
@@ -55,10 +116,11 @@ class Published(StrEnum):
     llama3 = "llama3"
 
 
-def _progress() -> Progress:
+def _progress(*, transient: bool = True) -> Progress:
     """A progress bar on stderr (hidden when stderr is not a terminal)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+                    TaskProgressColumn(), TextColumn("{task.fields[detail]}"),
+                    TimeElapsedColumn(), console=err, transient=transient,
                     disable=not err.is_terminal)
 
 
@@ -70,10 +132,18 @@ def _open_read(db: Path):
         err.print(f"[bold red]faultline:[/] {db}: no such database (run faultline ingest)")
         raise typer.Exit(EXIT_USAGE)
     try:
-        return fdb.connect(db, read_only=True)
+        con = fdb.connect(db, read_only=True)
     except duckdb.Error as exc:
-        err.print(f"[bold red]faultline:[/] {db}: {exc}")
+        err.print(f"[bold red]faultline:[/] {escape(fdb.open_error(db, exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
+    missing = fdb.missing_tables(con)
+    if missing:  # a DuckDB file, but not one faultline wrote: say so, not a SQL error
+        con.close()
+        err.print(f"[bold red]faultline:[/] {escape(str(db))}: not a faultline database "
+                  f"(no {', '.join(missing)} table{'s' if len(missing) > 1 else ''}; "
+                  "faultline ingest writes one)")
+        raise typer.Exit(EXIT_USAGE)
+    return con
 
 
 def _version(value: bool) -> None:
@@ -94,7 +164,8 @@ def _root(
 
 
 DbOption = Annotated[
-    Path, typer.Option("--db", help="DuckDB file to write or read.", dir_okay=False)
+    Path, typer.Option("--db", help="DuckDB file to write or read.", dir_okay=False,
+                       metavar="PATH")
 ]
 
 
@@ -121,7 +192,8 @@ def ingest(
         "collector stamps against local ones, job starts); UTC when none do; ingest "
         "stops and names the candidates when the corpus is ambiguous.")]
     = None,
-    year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
+    year: Annotated[int | None, typer.Option(metavar="YYYY",
+                                             help="Year for syslog lines without one "
                                              "(default: inferred from the corpus).")]
     = None,
     run: Annotated[str | None, typer.Option(help="Rebuild this run's interruptions "
@@ -132,12 +204,14 @@ def ingest(
         "database and kept across later ingests (see faultline overrides).",
         dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes "
+    workers: Annotated[int, typer.Option(min=1, metavar="N", help="Worker processes "
                                          "(Beam multi-process mode when > 1).")] = 1,
     beam_opt: Annotated[list[str] | None, typer.Option(
-        "--beam-opt", help="KEY=VALUE passed to Beam's PipelineOptions (repeatable).")]
+        "--beam-opt", metavar="KEY=VALUE",
+        help="Passed to Beam's PipelineOptions (repeatable).")]
     = None,
     shards: Annotated[str | None, typer.Option(
+        metavar="PATH|URI",
         help="Where workers write Parquet shards: a path or Beam filesystem URI every "
         "worker can reach (default: next to --db). See docs/scale-out.md.")] = None,
     rules: Annotated[list[Path] | None, typer.Option(
@@ -145,7 +219,8 @@ def ingest(
         "the built-in ones; see docs/rules.md and 'faultline rules check'.",
         dir_okay=False)] = None,
 ) -> None:
-    """Read a corpus of logs into the files, events, rejects and attempts tables.
+    """Read a corpus of logs into the files, events, rejects and attempts tables, then
+    build the interruptions and their root causes (interruptions, breakdown).
 
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
@@ -199,19 +274,87 @@ def rules_check(
     raise typer.Exit(EXIT_OK if report.ok else EXIT_PROBLEMS)
 
 
-def _ingest(corpus: list[Path], db: Path, **kw) -> None:
-    """Ingest with a progress bar and print the summary line."""
-    from faultline.pipeline.run import IngestError
-    from faultline.pipeline.run import ingest as run_ingest
+INTERRUPTED = "interrupted; nothing was written; run again to finish"
+EXIT_INTERRUPTED = 130
+# Test hook: the ingest pauses (sleeps) as the named phase starts, so a test can send
+# SIGINT inside that phase (tests/test_interrupt.py). Unset, it changes nothing.
+PAUSE_ENV = "FAULTLINE_TEST_PAUSE_AT"
+_PHASE_LABELS = {"discover": "discover: finding files", "parse": "parse: reading files",
+                 "load": "load: writing DuckDB", "root causes": "root causes: deciding"}
 
+
+# What Ctrl-C leaves behind, where it is not "nothing" (see _exit_130_on_ctrl_c).
+_INTERRUPTED_LEAVES = {
+    "simulate": "interrupted; the corpus under --out is incomplete; run again to write it",
+    "demo": "interrupted; run faultline demo again to finish",
+}
+
+
+def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1.
+    (``ingest`` says it itself: it knows that nothing was written.)"""
+
+    @functools.wraps(callback)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            err.print(f"[bold red]faultline {name}:[/] "
+                      f"{_INTERRUPTED_LEAVES.get(name, 'interrupted')}")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return guarded
+
+
+def _interrupted(command: str) -> typer.Exit:
+    """Ctrl-C: one line and exit 130 (the INTERFACE's code), never a traceback."""
+    err.print(f"[bold red]faultline {command}:[/] {INTERRUPTED}")
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
+def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, int], None],
+                                         Callable[[], None]]:
+    """Callbacks that keep one bar per ingest phase: a phase's bar is completed (100%)
+    when the next phase starts, and the last one when ``finish`` is called."""
+    tasks: dict[str, TaskID] = {}
+    pause = os.environ.get(PAUSE_ENV)
+
+    def finish() -> None:
+        for task in tasks.values():
+            t = bar.tasks[task]
+            total = t.total or 1
+            bar.update(task, total=total, completed=total)
+
+    def on_phase(name: str) -> None:
+        finish()
+        tasks[name] = bar.add_task(_PHASE_LABELS.get(name, name), total=None, detail="")
+        if pause == name:
+            os.write(2, f"faultline: paused at {name}\n".encode())  # past rich's buffers
+            time.sleep(600)
+
+    def on_progress(done: int, total: int) -> None:
+        task = tasks.get("parse")
+        if task is not None:
+            bar.update(task, completed=done, total=max(total, 1),
+                       detail=f"{done}/{total} files")
+
+    return on_phase, on_progress, finish
+
+
+def _ingest(corpus: list[Path], db: Path, **kw) -> None:
+    """Ingest with one progress bar per phase and print the summary line."""
     try:
-        with _progress() as bar:
-            task = bar.add_task("parsing files", total=None)
-            summary = run_ingest(
-                corpus, db, **kw,
-                progress=lambda done, total: bar.update(task, completed=done, total=total))
+        from faultline.pipeline.run import IngestError
+        from faultline.pipeline.run import ingest as run_ingest
+
+        with _progress(transient=False) as bar:
+            on_phase, on_progress, finish = _phase_bars(bar)
+            summary = run_ingest(corpus, db, **kw, progress=on_progress, on_phase=on_phase)
+            finish()
+    except KeyboardInterrupt:
+        raise _interrupted("ingest") from None
     except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
-        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())
     if summary.zone_warning:
@@ -236,6 +379,15 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
                   "their interruptions; see the host_clock_offsets view")
 
 
+def _plain_error(exc: BaseException) -> str:
+    """An error's message without library wording: pydantic's "Value error, " prefix
+    and "For further information visit ..." trailer, its "1 validation error for X"
+    header; what is left is the sentence faultline wrote."""
+    lines = [ln.strip() for ln in str(exc).splitlines()
+             if ln.strip() and not ln.strip().startswith("For further information")]
+    return " ".join(ln.removeprefix("Value error, ") for ln in lines)
+
+
 @app.command()
 def report(
     db: DbOption,
@@ -244,7 +396,7 @@ def report(
     compare: Annotated[Published | None, typer.Option(
         help="Show the published table beside yours.")] = None,
     html: Annotated[Path | None, typer.Option(
-        help="Also write a self-contained HTML report with charts to this file "
+        metavar="FILE", help="Also write a self-contained HTML report with charts to this file "
         "(missing parent directories are created).", dir_okay=False)] = None,
     run: Annotated[str | None, typer.Option(help="Run to report, by name or job name "
                                             "(default: the one with the most "
@@ -316,13 +468,23 @@ def check(db: DbOption) -> None:
     raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEMS)
 
 
+def _preset_names() -> list[str]:
+    """The bundled simulator presets (their TOML files), without importing the
+    simulator: help is rendered on every start."""
+    from faultline.fixtures import fixtures_dir
+
+    return sorted(p.stem for p in (fixtures_dir() / "presets").glob("*.toml"))
+
+
 @app.command()
 def simulate(
-    preset: Annotated[str, typer.Option(help="Preset name (sample, small, medium, "
-                                        "llama3).")],
+    preset: Annotated[str, typer.Option(
+        metavar="NAME", help=f"Preset: {', '.join(_preset_names())}, or a preset's TOML "
+        "file.")],
     out: Annotated[Path, typer.Option(help="Directory to write the corpus to.",
-                                      file_okay=False)],
-    seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
+                                      file_okay=False, metavar="DIR")],
+    seed: Annotated[int, typer.Option(metavar="N",
+                                      help="Random seed (same seed, same bytes).")] = 0,
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
@@ -338,7 +500,7 @@ def simulate(
 
         def step(what: str, i: int, n: int) -> None:
             if what not in tasks:
-                tasks[what] = bar.add_task(f"writing {what}", total=n)
+                tasks[what] = bar.add_task(f"writing {what}", total=n, detail="")
             bar.update(tasks[what], completed=i + 1)
 
         result = run_simulation(preset, out, seed=seed, progress=step)

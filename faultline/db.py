@@ -34,6 +34,31 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     return con
 
 
+def open_error(path: str | Path, exc: duckdb.Error) -> str:
+    """Why DuckDB could not open ``path``, in one line of faultline's words (DuckDB's
+    own message names its error class and may run over several lines)."""
+    text = str(exc)
+    if "not a valid DuckDB database" in text:
+        return f"{path}: not a DuckDB database (faultline writes and reads DuckDB files)"
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return f"{path}: in use by another process; wait for it to finish"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"{path}: cannot open the database: {first.split(': ', 1)[-1]}"
+
+
+# Tables every faultline database has; a DuckDB file without them is someone else's.
+KEY_TABLES = ("files", "events", "interruptions")
+
+
+def missing_tables(con: duckdb.DuckDBPyConnection,
+                   needed: tuple[str, ...] = KEY_TABLES) -> list[str]:
+    """The faultline tables a database lacks: all of them for a DuckDB file that
+    faultline did not write, none for one it did."""
+    have = {t for t, in con.execute(
+        "SELECT table_name FROM information_schema.tables").fetchall()}
+    return [t for t in needed if t not in have]
+
+
 def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
     """Replace the ``components`` and ``xid_catalog`` tables with the shipped taxonomy.
 

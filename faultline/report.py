@@ -156,12 +156,15 @@ def render_table(data: dict[str, Any], console: Console) -> None:
     t = Table(title=f"Root causes of interruptions - run {data['run']}",
               box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("Component", min_width=18)
-    t.add_column("Category", max_width=12, overflow="ellipsis", no_wrap=True, style="dim")
-    t.add_column("Count", justify="right")
-    t.add_column("%", justify="right")
+    # With the comparison, a category wraps at word breaks instead of being cut:
+    # "Unplanned Maintenance" is the longest and "Maintenance" its longest word.
+    t.add_column("Category", min_width=len("Maintenance"),
+                 max_width=len("Maintenance") if pub else None, style="dim")
+    t.add_column("Count", justify="right", no_wrap=True, min_width=5)
+    t.add_column("%", justify="right", no_wrap=True, min_width=5)
     if pub:
         for col in ("Llama 3", "printed", "recomp."):
-            t.add_column(col, justify="right", style="dim")
+            t.add_column(col, justify="right", style="dim", no_wrap=True, min_width=len(col))
         t.caption = ("Llama 3: Table 5's count; printed: its % as printed; recomp.: its % "
                      "recomputed from the counts")
     for r in data["rows"]:

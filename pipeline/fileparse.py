@@ -69,6 +69,8 @@ PARSERS = {
     "nvidia_bug_report": nvbugreport.parse,
 }
 SNIFF_BYTES = 1 << 16
+# Lines of a file of no known source kept in ``rejects`` (see unknown_file).
+UNKNOWN_REJECT_SAMPLE = 20
 # A line longer than this is cut to it before parsing (see cap_lines).
 MAX_LINE_BYTES = 1 << 16
 # Decompressed content of one gzip file beyond this is not read (see gunzip).
@@ -267,9 +269,7 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
         elif f.source in PARSERS:
             results[-1] = PARSERS[f.source](f.text, f.ctx)
         else:
-            lines = split_lines(f.text)
-            results[-1] = FileParse(lines=len(lines), rejects=[
-                Reject.of(i, "unrecognized file format", ln) for i, ln in enumerate(lines, 1)])
+            results[-1] = unknown_file(f.text)
         f.text = ""
     for source in list(pending):
         flush(source)
@@ -279,6 +279,18 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
         _flag_clock_backwards(fp)
         rows.add(f, fp)
     return rows.tables()
+
+
+def unknown_file(text: str) -> FileParse:
+    """A file of no known source: every line is rejected, one reason for all, and only
+    the first :data:`UNKNOWN_REJECT_SAMPLE` go to ``rejects`` (``files.reject_lines``
+    counts them all). A directory of documentation or binaries given by mistake would
+    otherwise copy every one of its lines into the database."""
+    lines = split_lines(text)
+    sample = [Reject.of(i, "unrecognized file format", ln)
+              for i, ln in enumerate(lines[:UNKNOWN_REJECT_SAMPLE], 1)]
+    return FileParse(lines=len(lines), rejects=sample,
+                     unsampled_rejects=len(lines) - len(sample))
 
 
 @dataclass(slots=True)

@@ -103,6 +103,9 @@ class FileParse:
     events: list[ParsedEvent] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     shape: str | None = None  # e.g. rfc3339, rfc3164, dmesg_t, iso, kmsg
+    # Rejected lines left out of ``rejects``: a file of no known source keeps only a
+    # sample of its lines there (INTERFACE.md), but all of them count as rejected.
+    unsampled_rejects: int = 0
 
     @property
     def event_lines(self) -> int:
@@ -117,7 +120,7 @@ class FileParse:
 
     @property
     def reject_lines(self) -> int:
-        return len({r.line_no for r in self.rejects})
+        return len({r.line_no for r in self.rejects}) + self.unsampled_rejects
 
     @property
     def routine_lines(self) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -121,15 +123,34 @@ def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[objec
 
 @contextlib.contextmanager
 def exclusive(db: Path) -> Iterator[None]:
-    """One ingest per database at a time: a second one fails with a clear message."""
+    """One ingest per database at a time: a second one fails with a clear message.
+
+    The lock file (``<db>.lock``) is removed when the run ends, failed or not. A run
+    that opened the file just before the holder removed it would hold a lock on a
+    file no longer at that path, so after locking it checks that the path is still
+    the file it locked, and tries again if not."""
     lock_path = db.with_name(db.name + ".lock")
-    with lock_path.open("w") as f:
+    while True:
+        f = lock_path.open("a")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
+            f.close()
             raise IngestError(f"another faultline ingest is writing {db}; wait for it to "
                               "finish") from exc
+        try:
+            same = os.stat(lock_path).st_ino == os.fstat(f.fileno()).st_ino  # noqa: PTH116
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()
+    try:
         yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock_path.unlink()
+        f.close()
 
 
 _RECORDS = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}
@@ -181,12 +202,20 @@ def prepass(paths: list[str], tz: str
                     for j, (s, e) in jobs.items()}
 
 
+PHASES = ("discover", "parse", "load", "root causes")
+
+
+class NothingRecognized(IngestError):
+    """The corpus named on the command line holds no file of any known log source."""
+
+
 def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
            progress: Callable[[int, int], None] | None = None,
-           rules: tuple[str, ...] = ()) -> IngestSummary:
+           rules: tuple[str, ...] = (),
+           on_phase: Callable[[str], None] | None = None) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -197,11 +226,20 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
     work), and two runs on one database never interleave (:func:`exclusive`).
     ``tz`` None: the zone of zone-less times is inferred from the corpus, and an
     ambiguous corpus stops before anything is written (:mod:`...tzevidence`).
+
+    ``on_phase`` is called with each name of :data:`PHASES` as that phase starts (the
+    load and root-cause phases inside the transaction); ``progress(done, total)``
+    counts files parsed, and is called with ``(total, total)`` once parsing ends.
+    A run that fails or is interrupted (``KeyboardInterrupt``) on a database that did
+    not exist before removes the file it created, so nothing is left behind. A corpus
+    in which no file is of a known source raises :class:`NothingRecognized` before
+    anything is loaded.
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
     from faultline.classifiers import overrides as ov
 
     t0 = time.perf_counter()
+    phase = on_phase or (lambda _name: None)
     for root in corpus:
         if not root.exists():
             raise IngestError(f"{root}: no such file or directory")
@@ -214,9 +252,12 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
                           f"{exc.strerror or exc}") from exc
     staging = Staging.for_db(db, shards)
     phases: dict[str, float] = {}
-    with exclusive(db):
+    with exclusive(db), _created_only_on_success(db):
+        phase("discover")
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
+        if not paths and not skipped:
+            raise NothingRecognized(_nothing_message(corpus, 0))
         zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
         if zone.error:
             raise IngestError(zone.error)
@@ -226,20 +267,30 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
                                   rules=rules)
         staging.clear()
         try:
+            _refuse_foreign(db)
             con = fdb.connect(db)
         except SchemaMismatch as exc:
             raise IngestError(f"{db}: {exc}") from exc
+        except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
+            raise IngestError(fdb.open_error(db, exc)) from exc
         try:
             todo = _todo(con, paths, skipped, settings.fingerprint)
             phases["discover"] = time.perf_counter() - t0
+            phase("parse")
             if todo:
                 _parse(todo, staging, settings, runner, workers, beam_opts or [],
                        batch_size, progress)
                 staging.fetch()
+                _require_recognized(con, staging.local, paths, todo, corpus,
+                                    len(paths) + len(skipped))
+            if progress is not None:
+                progress(len(todo), len(todo))
             phases["parse"] = time.perf_counter() - t0 - sum(phases.values())
             with fdb.transaction(con):
+                phase("load")
                 changed = load_shards(con, staging.local) if todo else 0
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
+                phase("root causes")
                 n_overrides = ov.put(con, corrections)
                 stored_run = runs.resolve(con, run) if run is not None else None
                 n = interruptions.rebuild(con, run=stored_run)
@@ -252,8 +303,63 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             summary.zone_note, summary.zone_warning = zone.note, zone.warning
         finally:
             con.close()
-        staging.clear()
+            staging.clear()
     return summary
+
+
+def _refuse_foreign(db: Path) -> None:
+    """An existing DuckDB database with tables of its own but none of faultline's is
+    someone else's: ingest does not add its tables to it."""
+    if not db.exists():
+        return
+    with duckdb.connect(str(db), read_only=True) as con:
+        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchall()
+        missing = fdb.missing_tables(con)
+    if tables[0][0] and len(missing) == len(fdb.KEY_TABLES):
+        raise IngestError(f"{db}: not a faultline database (a DuckDB database with other "
+                          "tables); give --db a new file or one faultline wrote")
+
+
+def _nothing_message(corpus: list[Path], files: int) -> str:
+    where = ", ".join(str(c) for c in corpus)
+    if not files:
+        return f"no cluster logs recognized under {where}: no files"
+    return (f"no cluster logs recognized under {where}: {files} "
+            f"file{'s' if files != 1 else ''}, all unknown")
+
+
+def _require_recognized(con: duckdb.DuckDBPyConnection, staging: Path, paths: list[str],
+                        todo: Listing, corpus: list[Path], files: int) -> None:
+    """Stop before loading when not one file of this run is of a known source: the
+    files just parsed (their shards) and the unchanged ones stored by an earlier run."""
+    pattern = staging / "files" / "*.parquet"
+    if any((staging / "files").glob("*.parquet")):
+        (new,), = con.execute("SELECT count(*) FROM read_parquet(?) WHERE source <> 'unknown'",
+                              [str(pattern)]).fetchall()
+        if new:
+            return
+    parsed = {p if isinstance(p, str) else p[0] for p in todo}
+    stored = {p for p, in con.execute("SELECT path FROM files WHERE source <> 'unknown'")
+              .fetchall()}
+    if any(p in stored for p in paths if p not in parsed):
+        return
+    raise NothingRecognized(_nothing_message(corpus, files))
+
+
+@contextlib.contextmanager
+def _created_only_on_success(db: Path) -> Iterator[None]:
+    """A database this run creates is removed again if the run does not finish (an
+    error, Ctrl-C): a failed first ingest leaves no file behind to mistake for a
+    result. An existing database is left to its transaction (nothing committed)."""
+    existed = db.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            for leftover in (db, db.with_name(db.name + ".wal")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        raise
 
 
 Listing = list[str | list[str]]  # paths to read, and [path, reason] for paths not to
@@ -279,10 +385,69 @@ def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: s
     run_runner, options = beam_options(runner, workers, beam_opts)
     done = _watch(staging.local, len(paths), progress)
     try:
-        with beam.Pipeline(runner=run_runner, options=options) as p:
+        with _beam_output_to(staging.local / BEAM_LOG), \
+                beam.Pipeline(runner=run_runner, options=options) as p:
             build_pipeline(p, listing, settings, staging.uri, batch_size)
+    except Exception as exc:
+        if _is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
+            raise KeyboardInterrupt from exc
+        raise
     finally:
         done.set()
+
+
+BEAM_LOG = "beam.log"
+BEAM_LOG_TAIL = 40  # lines of it shown when the pipeline fails
+
+
+@contextlib.contextmanager
+def _beam_output_to(log: Path) -> Iterator[None]:
+    """Keep Beam's own output off the terminal while the pipeline runs.
+
+    Beam logs what a user has no use for (worker processes announce "Logging handler
+    created", warn "apitools not found" at import, and log every failed bundle with a
+    traceback before the runner raises it). Worker processes inherit file descriptor
+    2, so it is pointed at ``log`` for the pipeline's duration, and ``sys.stderr``
+    (faultline's progress bar and messages) at a copy of the terminal. If the pipeline
+    fails for another reason than Ctrl-C, the log's last lines are shown after all."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    previous = sys.stderr
+    with log.open("ab") as sink:
+        os.dup2(sink.fileno(), 2)
+        sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1,
+                               encoding=previous.encoding or "utf-8", errors="replace")
+        failed = False
+        try:
+            yield
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            failed = not _is_interrupt(exc)
+            raise
+        finally:
+            sys.stderr.flush()
+            sys.stderr = previous
+            os.dup2(terminal, 2)
+            os.close(terminal)
+            if failed:
+                tail = log.read_text(errors="replace").splitlines()[-BEAM_LOG_TAIL:]
+                if tail:
+                    print("\n".join(tail), file=sys.stderr)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C that Beam wrapped: the in-process runner re-raises
+    an exception from a transform as ``RuntimeError("KeyboardInterrupt [while running
+    'Step']")``, chained to the original when it can."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, shards: str,

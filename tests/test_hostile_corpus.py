@@ -47,7 +47,7 @@ from typer.testing import CliRunner
 
 from faultline.cli import app
 from faultline.pipeline import run, transforms
-from faultline.pipeline.fileparse import MAX_LINE_BYTES, cap_lines, gunzip
+from faultline.pipeline.fileparse import MAX_LINE_BYTES, UNKNOWN_REJECT_SAMPLE, cap_lines, gunzip
 from faultline.pipeline.parsers import slurmctld
 from faultline.pipeline.parsers.slurmctld import MAX_LINE_HOSTS
 from faultline.pipeline.records import ParseContext
@@ -265,7 +265,9 @@ def test_every_file_accounts_for_every_line(hostile):
                    GROUP BY path) r ON r.path = f.path
         LEFT JOIN (SELECT path, max(line_end) hi, min(line_no) lo FROM events
                    GROUP BY path) e ON e.path = f.path
-        WHERE coalesce(r.n, 0) <> f.reject_lines OR coalesce(r.hi, 0) > f.lines
+        WHERE (f.source <> 'unknown' AND coalesce(r.n, 0) <> f.reject_lines)
+           OR (f.source = 'unknown' AND coalesce(r.n, 0) > f.reject_lines)
+           OR coalesce(r.hi, 0) > f.lines
            OR coalesce(e.hi, 0) > f.lines OR coalesce(e.lo, 1) < 1
     """)
     assert bad == []
@@ -313,12 +315,16 @@ def test_huge_line_is_one_reject_with_its_raw_cut(hostile):
 
 
 def test_binary_file_is_rejected_line_by_line(hostile):
+    """Every line counts as rejected; ``rejects`` keeps the first lines as a sample."""
     _problem, lines, source, *_ = _files(hostile)["hosts/node0004/core.bin"]
-    rejected = hostile.query("SELECT count(DISTINCT line_no), min(reason), max(reason) "
-                             "FROM rejects WHERE path = ?",
-                             [str(hostile.corpus / "hosts/node0004/core.bin")])[0]
+    path = str(hostile.corpus / "hosts/node0004/core.bin")
+    rejected = hostile.query("SELECT count(DISTINCT line_no), max(line_no), min(reason), "
+                             "max(reason) FROM rejects WHERE path = ?", [path])[0]
+    (reject_lines,), = hostile.query("SELECT reject_lines FROM files WHERE path = ?", [path])
     assert source == "unknown" and lines > 100
-    assert rejected == (lines, "unrecognized file format", "unrecognized file format")
+    assert reject_lines == lines
+    assert rejected == (UNKNOWN_REJECT_SAMPLE, UNKNOWN_REJECT_SAMPLE,
+                        "unrecognized file format", "unrecognized file format")
 
 
 def test_a_file_that_grew_is_recorded_as_read(hostile):

@@ -303,3 +303,47 @@ def test_screenshot_is_a_drawn_page(chromium, page, tmp_path):
     assert colors is not None and len(colors) > 200  # text and bars, not one flat colour
     # No single colour covers nearly everything (a blank or error page would).
     assert max(n for n, _ in colors) < 0.9 * browser.WIDTH * 1400
+
+
+# --- at 800 px: charts inside their cards; whole-period axes; whole counts -----------
+
+NARROW = 800
+
+
+def test_charts_stay_inside_their_cards_at_800_px(chromium, page):
+    dom = browser.dump_dom(page, width=NARROW)
+    body = re.search(r"<body[^>]*data-charts-drawn[^>]*>", dom).group(0)
+    assert f'data-charts-drawn="{len(CHARTS)}"' in body, body
+    assert 'data-charts-overflowing=""' in body, body  # ids of charts that stick out
+    widths = [int(w) for w in re.findall(r'<svg[^>]*class="marks"[^>]*width="(\d+)"', dom)]
+    assert len(widths) >= len(CHARTS) and max(widths) <= NARROW - 2 * 24 - 2 * 20
+
+
+def test_per_day_axis_has_every_day_of_the_run(con, html):
+    d = data.gather(con)
+    (first, last), = con.execute(
+        "SELECT min(started_at) AT TIME ZONE 'UTC', max(ended_at) AT TIME ZONE 'UTC' "
+        "FROM attempts WHERE run = ?", [d["run"]]).fetchall()
+    n_days = (last.date() - first.date()).days + 1
+    spec = specs(html)["per_day"]
+    domain = spec["layer"][0]["encoding"]["x"]["scale"]["domain"]
+    assert len(domain) == n_days and domain[0] == first.date().isoformat()
+    assert domain == sorted(domain) and len(set(domain)) == n_days
+    totals = {r["day"]: r["total"] for r in spec["layer"][1]["data"]["values"]}
+    assert set(totals) == set(domain)  # a quiet day has its 0
+    busy = {r["day"] for r in values(spec)}
+    assert all(totals[day] == 0 for day in set(domain) - busy)
+    lost = specs(html)["time_lost"]["encoding"]["x"]["scale"]["domain"]
+    assert lost[0] <= min(i["failed_at"] for i in d["interruptions"]) <= lost[1]
+    assert lost[0][:10] == first.date().isoformat() and lost[1][:10] == last.date().isoformat()
+
+
+def test_count_axes_are_whole_numbers(chromium, page):
+    dom = browser.dump_dom(page, width=NARROW)
+    for title in ("Interruptions by component", "Interruptions per day",
+                  "Top culprit hosts"):
+        svg = next(s for s in _svgs(dom) if title in s)
+        ticks = re.findall(r'<g class="mark-text role-axis-label"[^>]*>(.*?)</g>', svg, re.S)
+        labels = [t for g in ticks for t in re.findall(r"<text[^>]*>([^<]*)</text>", g)]
+        numbers = [x for x in labels if re.fullmatch(r"[\d.,]+", x)]
+        assert numbers and all(re.fullmatch(r"\d+", x) for x in numbers), (title, numbers)

@@ -96,7 +96,7 @@ def test_everything_ingest_writes_sits_beside_the_database(tmp_path, repo_root):
     out.mkdir()
     result = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(out / "x.duckdb")])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["x.duckdb", "x.duckdb.lock"]
+    assert sorted(p.name for p in out.iterdir()) == ["x.duckdb"]  # no .lock left
     assert Staging.for_db(out / "x.duckdb").local.parent == out
     with exclusive(out / "x.duckdb"):
         assert (out / "x.duckdb.lock").exists()

@@ -48,10 +48,10 @@ def _run(page: Path, *extra: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def dump_dom(page: Path) -> str:
-    """The page's DOM, serialized, after its scripts ran, laid out WIDTH pixels wide
+def dump_dom(page: Path, width: int = WIDTH) -> str:
+    """The page's DOM, serialized, after its scripts ran, laid out ``width`` pixels wide
     (the height a screenshot needs depends on the width)."""
-    return _run(page, f"--window-size={WIDTH},900", "--dump-dom")
+    return _run(page, f"--window-size={width},900", "--dump-dom")
 
 
 def screenshot(page: Path, png: Path, height: int | None = None) -> Path:

@@ -15,7 +15,8 @@ import altair as alt
 
 from faultline.schemas.taxonomy import load_taxonomy
 
-WIDE, HALF = 980, 430
+# Every chart is as wide as its card ("container": https://vega.github.io/vega-lite/docs/size.html#specifying-responsive-width-and-height),
+# so none runs out of it on a narrow window; the page's CSS sizes the cards.
 # Tableau 10, the Vega default categorical scheme, pinned per category so the colours do
 # not shift when a run lacks a category.
 _PALETTE = ("#e45756", "#4c78a8", "#f58518", "#b279a2", "#54a24b", "#9d755d", "#bab0ac",
@@ -61,7 +62,7 @@ def _ranked_bars(shown: list[dict], key: str, tooltip: list, legend_columns: int
                                   tooltip=tooltip)
     labels = base.mark_text(align="left", dx=3, fontSize=11).encode(text="interruptions:Q")
     return _style((bars + labels).properties(
-        width=HALF - 170, height=alt.Step(step),
+        width="container", height=alt.Step(step),
         title=alt.Title(title, subtitle=subtitle)))
 
 
@@ -99,29 +100,40 @@ def by_category(rows: list[dict]) -> alt.TopLevelMixin:
         subtitle="Planned maintenance is counted but not in the shares")
 
 
-def per_day(rows: list[dict]) -> alt.TopLevelMixin:
-    """Stacked bars per UTC day. Days are ordinal so a viewer's zone cannot move them."""
-    data = alt.Data(values=rows)
-    bars = alt.Chart(data).mark_bar().encode(
-        x=alt.X("day:O", title="Day (UTC)", axis=alt.Axis(labelAngle=-45)),
+def per_day(rows: list[dict], days: list[str] | None = None) -> alt.TopLevelMixin:
+    """Stacked bars per UTC day. Days are ordinal so a viewer's zone cannot move them;
+    the axis holds every day of the run (``days``), a day without interruptions shows
+    its total, 0."""
+    days = days or sorted({r["day"] for r in rows})
+    totals: dict[str, int] = dict.fromkeys(days, 0)
+    for r in rows:
+        totals[r["day"]] = totals.get(r["day"], 0) + r["interruptions"]
+    x_days = alt.X("day:O", title="Day (UTC)", scale=alt.Scale(domain=sorted(totals)),
+                   axis=alt.Axis(labelAngle=-45))
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=x_days,
         y=alt.Y("sum(interruptions):Q", axis=_count_axis("Interruptions")),
         color=_category_color(),
         order=alt.Order("category:N"),
         tooltip=[alt.Tooltip("day:O", title="Day"), alt.Tooltip("category:N"),
                  alt.Tooltip("interruptions:Q", title="Interruptions")])
-    totals = alt.Chart(data).mark_text(dy=-6, fontSize=11).encode(
-        x="day:O", y="sum(interruptions):Q", text="sum(interruptions):Q")
-    return _style((bars + totals).properties(
-        width=WIDE - 200, height=260,
+    labels = alt.Chart(alt.Data(values=[{"day": d, "total": n} for d, n in
+                                        sorted(totals.items())])).mark_text(
+        dy=-6, fontSize=11).encode(x=x_days, y="total:Q", text="total:Q")
+    return _style((bars + labels).properties(
+        width="container", height=260,
         title=alt.Title("Interruptions per day",
                         subtitle="Unexpected and planned, coloured by root-cause category")))
 
 
-def time_lost(interruptions: list[dict]) -> alt.TopLevelMixin:
-    """One bar per interruption at its time: downtime plus work redone."""
+def time_lost(interruptions: list[dict], period: tuple[str, str] | None = None
+              ) -> alt.TopLevelMixin:
+    """One bar per interruption at its time: downtime plus work redone. The time axis
+    spans the run's whole ``period``, not only the interruptions'."""
+    scale = (alt.Scale(type="utc", domain=list(period), padding=8) if period
+             else alt.Scale(type="utc", padding=8))  # padding: room for the end bars
     chart = alt.Chart(alt.Data(values=interruptions)).mark_bar(width=5).encode(
-        x=alt.X("failed_at:T", title="Time of the interruption (UTC)",
-                scale=alt.Scale(type="utc", padding=8),  # room for the end bars
+        x=alt.X("failed_at:T", title="Time of the interruption (UTC)", scale=scale,
                 axis=alt.Axis(format="%b %d %H:%M", labelAngle=-30)),
         y=alt.Y("total_hours:Q", title="Hours lost (downtime + redone work)"),
         color=_category_color(),
@@ -133,7 +145,7 @@ def time_lost(interruptions: list[dict]) -> alt.TopLevelMixin:
                  alt.Tooltip("lost_hours:Q", title="Redone work (h)", format=".2f")],
     )
     return _style(chart.properties(
-        width=WIDE - 200, height=260,
+        width="container", height=260,
         title=alt.Title("Time lost per interruption",
                         subtitle="Downtime until the next attempt's first step, plus work "
                         "redone since the last checkpoint")))
@@ -165,7 +177,7 @@ def effective_time(points: list[dict], effective: float | None) -> alt.TopLevelM
                  alt.Tooltip("hours:Q", title="Cumulative hours", format=".1f")])
     share = "n/a" if effective is None else f"{100 * effective:.1f}%"
     return _style((bands + hover).properties(
-        width=HALF - 80, height=260,
+        width="container", height=260,
         title=alt.Title(f"Effective training time: {share}",
                         subtitle="Lost time is booked when each interruption happens")))
 
@@ -181,7 +193,7 @@ def culprit_hosts(rows: list[dict]) -> alt.TopLevelMixin:
                  alt.Tooltip("interruptions:Q", title="Interruptions"),
                  alt.Tooltip("components:N", title="Components")])
     return _style(chart.properties(
-        width=HALF - 150, height=alt.Step(18),
+        width="container", height=alt.Step(18),
         title=alt.Title("Top culprit hosts",
                         subtitle="Hosts named as the root cause's location")))
 
@@ -209,7 +221,7 @@ def versus_llama3(rows: list[dict], published_total: int) -> alt.TopLevelMixin:
                  alt.Tooltip("interruptions:Q", title="Interruptions"),
                  alt.Tooltip("percent:Q", title="%", format=".1f")])
     return _style(chart.properties(
-        width=WIDE - 260, height=alt.Step(11),
+        width="container", height=alt.Step(11),
         title=alt.Title("This run compared with Llama 3",
                         subtitle="Share of unexpected interruptions per component; "
                         "Llama 3 percentages recomputed from its counts "
@@ -223,8 +235,8 @@ def all_charts(data: dict[str, Any]) -> dict[str, alt.TopLevelMixin]:
     return {
         "component": by_component(rows),
         "category": by_category(rows),
-        "per_day": per_day(data["per_day"]),
-        "time_lost": time_lost(data["interruptions"]),
+        "per_day": per_day(data["per_day"], data.get("days")),
+        "time_lost": time_lost(data["interruptions"], data.get("period")),
         "effective": effective_time(data["cumulative"], ett.get("effective")),
         "culprits": culprit_hosts(data["culprit_hosts"]),
         "llama3": versus_llama3(data["comparison"],

@@ -8,7 +8,7 @@ JSON for the charts and into HTML tables as text.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -27,10 +27,13 @@ def gather(con: duckdb.DuckDBPyConnection, run: str | None = None) -> dict[str, 
     run = summary["run"]
     interruptions = _interruptions(con, run)
     ett = _effective_training_time(con, run)
+    period = _period(con, run)
     return {
         "run": run,
         "summary": summary,
         "interruptions": interruptions,
+        "period": period,
+        "days": days_between(*period) if period else [],
         "per_day": _per_day_by_category(con, run),
         "ett": ett,
         "cumulative": cumulative_hours(ett, interruptions),
@@ -67,6 +70,29 @@ def _interruptions(con: duckdb.DuckDBPyConnection, run: str) -> list[dict]:
                    AS total_hours
         FROM interruptions WHERE run = ? ORDER BY failed_at, interruption_id
     """, [run])
+
+
+def _period(con: duckdb.DuckDBPyConnection, run: str) -> tuple[str, str] | None:
+    """The run's whole period in UTC: its first attempt's start to its last attempt's
+    end (or its interruptions' span, where attempts lack times). The time axes span
+    it, so a quiet day shows as a day with no interruptions, not as a missing one."""
+    (lo, hi), = con.execute("""
+        SELECT least(min(a.started_at), min(i.failed_at)) AT TIME ZONE 'UTC',
+               greatest(max(a.ended_at), max(a.started_at), max(i.failed_at))
+                   AT TIME ZONE 'UTC'
+        FROM (SELECT ? AS run) r
+        LEFT JOIN attempts a ON a.run = r.run
+        LEFT JOIN interruptions i ON i.run = r.run
+    """, [run]).fetchall()
+    if lo is None or hi is None:
+        return None
+    return _plain(lo), _plain(hi)
+
+
+def days_between(start: str, end: str) -> list[str]:
+    """Every UTC day from ``start``'s to ``end``'s, as ``YYYY-MM-DD``."""
+    first, last = _parse(start).date(), _parse(end).date()
+    return [(first + timedelta(days=n)).isoformat() for n in range((last - first).days + 1)]
 
 
 def _per_day_by_category(con: duckdb.DuckDBPyConnection, run: str) -> list[dict]:
