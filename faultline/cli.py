@@ -243,13 +243,19 @@ def simulate(
     out: Annotated[Path, typer.Option(help="Directory to write the corpus to.",
                                       file_okay=False)],
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
+    layout: Annotated[str, typer.Option(
+        help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
+             "dmesg), central-syslog (one syslog for every host), journal-json "
+             "(journalctl -o json per host).")] = "canonical",
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
     from faultline.simulate.config import load_preset
+    from faultline.simulate.layouts import get_layout
 
     try:
         load_preset(preset)
+        get_layout(layout)
     except ValueError as exc:
         err.print(f"[bold red]faultline simulate:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
@@ -261,7 +267,7 @@ def simulate(
                 tasks[what] = bar.add_task(f"writing {what}", total=n)
             bar.update(tasks[what], completed=i + 1)
 
-        result = run_simulation(preset, out, seed=seed, progress=step)
+        result = run_simulation(preset, out, seed=seed, progress=step, layout=layout)
     typer.echo(f"simulated {preset} (seed {seed}): {result.files} files, {result.lines} "
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "

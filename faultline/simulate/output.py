@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from faultline.simulate.layouts import LAYOUTS, Layout
 from faultline.simulate.model import Line
 
 NO_FINAL_NEWLINE = object()  # yield last: the file ends in a truncated line
@@ -37,10 +38,18 @@ class FileTruth:
 
 
 class CorpusOutput:
-    """The corpus directory and its truth, written together."""
+    """The corpus directory and its truth, written together.
 
-    def __init__(self, root: Path) -> None:
+    ``layout`` routes each canonical file to its path (see
+    :mod:`faultline.simulate.layouts`); a file routed to a path already written this
+    run is appended to it, and its truth row (written at :meth:`close`) covers both.
+    """
+
+    def __init__(self, root: Path, layout: Layout | None = None) -> None:
         self.root = root
+        self.layout = layout or LAYOUTS["canonical"]
+        self._written: dict[str, FileTruth] = {}
+        self._unterminated: set[str] = set()
         self.corpus = root / "corpus"
         self.truth_dir = root / "truth"
         self.corpus.mkdir(parents=True, exist_ok=True)
@@ -57,15 +66,25 @@ class CorpusOutput:
         self.n_files = 0
 
     def write(self, rel: str, lines: Iterable[object], source: str,
-              compress: bool = False, newline: bytes = b"\n") -> FileTruth:
+              compress: bool = False, newline: bytes = b"\n",
+              host: str | None = None) -> FileTruth:
+        """Write one canonical file (``host``: the host it belongs to, for the layout)."""
+        routed = self.layout.route(rel, source, host)
+        if routed != rel:  # a routed name says itself whether it is gzip
+            compress = compress and routed.endswith(".gz")
+        rel = routed
+        before = self._written.get(rel)
+        if before is not None:
+            compress = before.compressed  # appended: another gzip member, or plain
         path = self.corpus / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        raw = path.open("wb")
+        raw = path.open("ab" if before is not None else "wb")
         out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
                             compresslevel=4) if compress else raw
-        n = 0
+        n = before.lines if before is not None else 0
         buf: list[bytes] = []
-        pending_newline = False
+        # appending after a file that ended without a newline: end its last line first
+        pending_newline = rel in self._unterminated
         truncated = False
         for item in lines:
             if item is NO_FINAL_NEWLINE:
@@ -93,18 +112,25 @@ class CorpusOutput:
                 buf.clear()
         if pending_newline and not truncated:
             buf.append(newline)
+        if truncated and pending_newline:
+            self._unterminated.add(rel)
+        else:
+            self._unterminated.discard(rel)
         out.write(b"".join(buf))
         if compress:
             out.close()
         raw.close()
         size = path.stat().st_size
         truth = FileTruth(rel, source, n, size, compress)
-        self.files.writerow([rel, source, n, size, int(compress)])
-        self.total_lines += n
-        self.total_bytes += size
-        self.n_files += 1
+        if before is None:
+            self.n_files += 1
+        self.total_lines += n - (before.lines if before is not None else 0)
+        self.total_bytes += size - (before.bytes if before is not None else 0)
+        self._written[rel] = truth
         return truth
 
     def close(self) -> None:
+        for t in self._written.values():
+            self.files.writerow([t.path, t.source, t.lines, t.bytes, int(t.compressed)])
         self._files.close()
         self._sig.close()
