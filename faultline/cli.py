@@ -121,6 +121,14 @@ def ingest(
     shards: Annotated[str | None, typer.Option(
         help="Where workers write Parquet shards: a path or Beam filesystem URI every "
         "worker can reach (default: next to --db). See docs/scale-out.md.")] = None,
+    host_from_path: Annotated[str | None, typer.Option(
+        help="Regex with a (?P<host>...) group that finds a file's host in its path, "
+        "for layouts faultline does not know (tried before the layout and known hosts).")]
+    = None,
+    json_fields: Annotated[str | None, typer.Option(
+        help="Field names of JSON-lines logs, e.g. message=log,time=ts,host=node "
+        "(keys: message, time, host, program); the common names are known without it.")]
+    = None,
 ) -> None:
     """Read a corpus of logs into the files, events, rejects and attempts tables.
 
@@ -129,8 +137,19 @@ def ingest(
     if overrides is not None and not overrides.is_file():
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
+    from faultline.pipeline.hostpath import compile_pattern
+    from faultline.pipeline.settings import parse_json_fields
+
+    try:
+        fields = parse_json_fields(json_fields)
+        if host_from_path:
+            compile_pattern(host_from_path)
+    except ValueError as exc:
+        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
     _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            workers=workers, beam_opts=beam_opt or [], shards=shards)
+            workers=workers, beam_opts=beam_opt or [], shards=shards,
+            host_from_path=host_from_path, json_fields=fields)
 
 
 def _ingest(corpus: list[Path], db: Path, **kw) -> None:

@@ -14,6 +14,7 @@ rows of a file never depend on the other files of its batch (``tests/test_filepa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -27,6 +28,7 @@ from pathlib import PurePosixPath
 
 import pyarrow as pa
 
+from faultline.pipeline import hostpath
 from faultline.pipeline.parsers import (
     hosts,
     inventory,
@@ -88,26 +90,23 @@ def _dir_parts(directory: str) -> tuple[str, ...]:
     return PurePosixPath(directory).parts
 
 
-def context_from_path(path: str, tz: str) -> ParseContext:
-    """Host and job id from the corpus layout: hosts/<host>/..., jobs/<id>/<host>.log."""
+def context_from_path(path: str, tz: str, settings: IngestSettings | None = None
+                      ) -> ParseContext:
+    """Host and job id from the corpus layout (hosts/<host>/..., jobs/<id>/<host>.log,
+    <host>/var/log/...), a known host named by the path, or the user's pattern; see
+    :mod:`faultline.pipeline.hostpath`."""
     head, sep, name = path.rpartition("/")
     if name and name != ".":  # the directory's parts, then the name (as PurePosixPath)
         parts = (*_dir_parts(path[:len(head) + len(sep)]), name)
     else:
         parts = PurePosixPath(path).parts
-    host = job_id = None
-    if "jobs" in parts[:-1]:
-        i = len(parts) - 1 - parts[::-1].index("jobs")
-        if i + 1 < len(parts) - 1:
-            job_id = parts[i + 1]
-            stem = parts[-1].split(".")[0]
-            if not stem.startswith("train"):
-                host = stem
-    elif "hosts" in parts[:-1]:
-        i = len(parts) - 1 - parts[::-1].index("hosts")
-        if i + 1 < len(parts) - 1:
-            host = parts[i + 1]
-    return ParseContext(path=path, host=host, job_id=job_id, tz=tz)
+    if settings is None:
+        host, job_id, host_from = hostpath.resolve(path, parts)
+        return ParseContext(path=path, host=host, job_id=job_id, tz=tz, host_from=host_from)
+    host, job_id, host_from = hostpath.resolve(path, parts, settings.known_hosts,
+                                               settings.host_from_path)
+    return ParseContext(path=path, host=host, job_id=job_id, tz=tz, host_from=host_from,
+                        json_fields=settings.json_fields)
 
 
 def gunzip(data: bytes, limit: int = MAX_PLAIN_BYTES) -> tuple[bytes, str | None]:
@@ -319,10 +318,9 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     else:
         head = split_lines(text[:SNIFF_BYTES])
     source = sniff(head, path)
-    ctx = context_from_path(path, settings.tz)
+    ctx = context_from_path(path, settings.tz, settings)
     if source == "kernel":
-        ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
-                           syslog_year(text, settings, mtime))
+        ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime))
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))
@@ -377,6 +375,14 @@ def attrs_json(attrs: dict) -> str | None:
     return _JSON_ENCODER.encode(attrs)
 
 
+def _host_from(f: _File, fp: FileParse) -> str:
+    """``files.host_from``: how the path gave the host, else ``line`` when the file's
+    events name their hosts, else ``none``."""
+    if f.ctx.host is not None or not fp.events:
+        return f.ctx.host_from
+    return "line" if any(e.host for e in fp.events) else "none"
+
+
 class _Rows:
     """The rows of a batch's three tables, column by column; Arrow tables built once."""
 
@@ -394,6 +400,7 @@ class _Rows:
             "event_lines": event_lines, "reject_lines": reject_lines,
             "duplicate_of": None, "bytes": f.nbytes,
             "compressed": f.compressed, "host": f.ctx.host, "shape": fp.shape,
+            "host_from": _host_from(f, fp),
             "problem": f.problem, "mtime": f.mtime, "parsed_with": self.parsed_with,
         }
         for c, values in self.files.items():

@@ -37,6 +37,9 @@ class ParseContext:
     job_id: str | None = None  # from the path (jobs/<jobid>/...)
     tz: str = "UTC"  # zone of times that carry none
     year: int | None = None  # year for syslog lines that carry none
+    host_from: str = "none"  # how ``host`` was decided (faultline.pipeline.hostpath)
+    # user-named JSON fields of structured logs: (("message", "log"), ("host", "node"))
+    json_fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def zone(self) -> ZoneInfo:

@@ -24,10 +24,11 @@ import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
+from faultline.pipeline import hostpath
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
-from faultline.pipeline.parsers import sacct, slurmctld
+from faultline.pipeline.parsers import hosts, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import path_hint
@@ -130,11 +131,38 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     return (lo, hi) if lo is not None else None
 
 
+def corpus_hosts(paths: list[str], tz: str) -> frozenset[str]:
+    """Host names the job records (sacct node lists) and hosts.csv know: a path
+    component naming one gives a file its host (:mod:`faultline.pipeline.hostpath`)."""
+    node_lists: list[str] = []
+    names: list[str] = []
+    for path in paths:
+        hint = path_hint(path)
+        if hint not in ("sacct", "hosts"):
+            continue
+        try:
+            data, _, _ = read_bytes(path)
+        except OSError:  # vanished or unreadable since discovery: the parse says so
+            continue
+        if data[:2] == b"\x1f\x8b":
+            data, _ = gunzip(data)
+        ctx = ParseContext(path=path, tz=tz)
+        if hint == "sacct":
+            fp = sacct.parse(decode(data), ctx)
+            node_lists += [n for e in fp.events if isinstance(n := e.attrs.get("nodelist"), str)]
+        else:
+            fp = hosts.parse(decode(data), ctx)
+            names += [e.host for e in fp.events if e.host]
+    return hostpath.known_hosts(node_lists, names)
+
+
 def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+           progress: Callable[[int, int], None] | None = None,
+           host_from_path: str | None = None,
+           json_fields: tuple[tuple[str, str], ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -161,8 +189,13 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     with exclusive(db):
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
-        settings = IngestSettings(tz=tz, year=year,
-                                  window=None if year else corpus_window(paths, tz))
+        try:
+            settings = IngestSettings(tz=tz, year=year,
+                                      window=None if year else corpus_window(paths, tz),
+                                      known_hosts=corpus_hosts(paths, tz),
+                                      host_from_path=host_from_path, json_fields=json_fields)
+        except ValueError as exc:
+            raise IngestError(str(exc)) from exc
         staging.clear()
         try:
             con = fdb.connect(db)
