@@ -33,10 +33,10 @@ from faultline.pipeline.parsers import (
     hosts,
     inventory,
     joblog,
-    kernel,
     sacct,
     sel,
     slurmctld,
+    structured,
     trainer,
 )
 from faultline.pipeline.records import FileParse, ParseContext, Reject
@@ -46,12 +46,12 @@ from faultline.pipeline.text import decode, split_lines
 from faultline.schemas.tables import EVENTS, FILES, REJECTS
 
 BATCH_PARSERS = {
-    "kernel": kernel.parse_many,
+    "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
     "job": joblog.parse_many,
     "trainer": trainer.parse_many,
 }
 PARSERS = {
-    "kernel": kernel.parse,
+    "kernel": structured.parse,
     "sel": sel.parse,
     "inventory": inventory.parse,
     "job": joblog.parse,

@@ -13,7 +13,7 @@ import re
 from itertools import islice
 from pathlib import PurePosixPath
 
-from faultline.pipeline.parsers import sacct
+from faultline.pipeline.parsers import sacct, structured
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
@@ -89,6 +89,9 @@ def sniff(lines: list[str], path: str = "") -> str:
         return "inventory"
     if _HOSTS_HEADER.search(first):
         return "hosts"
+    # journal JSON / export, JSON lines from a log store
+    if (first.startswith("{") or "=" in first) and structured.looks_structured(sample):
+        return "kernel"
     if hint and _confirms(hint, sample[:8]):  # the common case, decided cheaply
         return hint
     job_sig = _LINE_SIGNATURES["job"]
