@@ -70,7 +70,7 @@ _GUNZIP_OUT = 1 << 24
 # Lines parsed together by one parse_many call: enough to pay polars' fixed cost once
 # for hundreds of small files, few enough to bound a batch's memory.
 MAX_BATCH_LINES = 1 << 15
-_RFC3164_HEAD = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) ",
+_RFC3164_HEAD = re.compile(r"^\[?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) *(\d{1,2}) ",
                            re.M)
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"))}
