@@ -20,7 +20,7 @@ host       _HOSTNAME, host, hostname, host.name, host.hostname, kubernetes.host,
            kubernetes.node_name, labels.host, labels.hostname, labels.node, agent.hostname,
            node, nodename, syslog.hostname, HOSTNAME
 program    SYSLOG_IDENTIFIER, _COMM, program, ident, appname, syslog.appname, process.name,
-           labels.job; journald's ``_TRANSPORT=kernel`` and a missing program mean
+           journald's ``_TRANSPORT=kernel`` and a missing program mean
            ``kernel``
 =========  ==================================================================================
 
@@ -43,7 +43,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from faultline.pipeline.parsers import kernel
 from faultline.pipeline.records import FileParse, ParseContext, Reject
@@ -56,7 +56,7 @@ HOST_FIELDS = ("_HOSTNAME", "host", "hostname", "host.name", "host.hostname",
                "labels.node", "agent.hostname", "node", "nodename", "syslog.hostname",
                "HOSTNAME")
 PROGRAM_FIELDS = ("SYSLOG_IDENTIFIER", "_COMM", "program", "ident", "appname",
-                  "syslog.appname", "process.name", "labels.job")
+                  "syslog.appname", "process.name")
 
 _EXPORT_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _EXPORT_HEAD = re.compile(r"^(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|_BOOT_ID"
@@ -99,7 +99,7 @@ def looks_structured(lines: Sequence[str]) -> bool:
             obj = json.loads(s)
         except ValueError:
             return False
-        return isinstance(obj, dict) and _field(_unwrap(obj), MESSAGE_FIELDS) is not None
+        return isinstance(obj, dict) and _field(_unwrap(obj), MESSAGE_FIELDS, _text) is not None
     return False
 
 
@@ -119,11 +119,18 @@ def _lookup(obj: dict, name: str) -> object:
     return cur
 
 
-def _field(obj: dict, names: Sequence[str]) -> object:
+def _field(obj: dict, names: Sequence[str],
+           conv: Callable[[object], object] | None = None) -> object:
+    """The first of ``names`` present (and readable by ``conv``, when given)."""
     for name in names:
         v = _lookup(obj, name)
-        if v is not None and v != "":
+        if v is None or v == "":
+            continue
+        if conv is None:
             return v
+        got = conv(v)
+        if got is not None and got != "":
+            return got
     return None
 
 
@@ -199,13 +206,13 @@ def synthetic_line(obj: dict, ctx: ParseContext,
     """The syslog line a record stands for (see the module docstring)."""
     msg_f, time_f, host_f, prog_f = fields or _fields_of(ctx)
     obj = _unwrap(obj)
-    message = _text(_field(obj, msg_f))
+    message = _field(obj, msg_f, _text)
     if message is None:
         return ""  # a record without a message carries nothing to read: routine
     message = message.replace("\r", " ").replace("\n", " ").rstrip()
-    when = _time(_field(obj, time_f))
-    host = _text(_field(obj, host_f))
-    program = _text(_field(obj, prog_f))
+    when = _field(obj, time_f, _time)
+    host = _field(obj, host_f, _text)
+    program = _field(obj, prog_f, _text)
     if program is None or _text(obj.get("_TRANSPORT")) == "kernel":
         program = "kernel"
     inner = kernel.parse_line(message, ctx)
