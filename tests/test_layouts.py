@@ -1,0 +1,117 @@
+"""The same simulated cluster in other corpus layouts (``simulate --layout``): the truth
+follows every file, and an ingest of each layout gives the canonical verdicts."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from faultline.cli import app
+from faultline.pipeline.run import ingest
+from faultline.pipeline.text import count_lines, decode, split_lines
+from faultline.simulate.layouts import LAYOUTS, get_layout
+
+OTHER = ("varlog", "central-syslog", "journal-json")
+
+
+def _simulate(out: Path, layout: str) -> Path:
+    result = CliRunner().invoke(app, ["simulate", "--preset", "sample", "--out", str(out),
+                                      "--layout", layout])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("layouts")
+    return {name: _simulate(root / name, name) for name in ("canonical", *OTHER)}
+
+
+def _truth(out: Path, name: str) -> list[dict]:
+    with (out / "truth" / name).open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _lines(path: Path) -> list[str]:
+    data = path.read_bytes()
+    return split_lines(decode(gzip.decompress(data) if path.suffix == ".gz" else data))
+
+
+def test_unknown_layout_is_bad_usage(tmp_path):
+    result = CliRunner().invoke(app, ["simulate", "--preset", "sample", "--out",
+                                      str(tmp_path), "--layout", "flat"])
+    assert result.exit_code == 2
+    assert "unknown layout 'flat'" in result.output
+    with pytest.raises(ValueError, match="known: canonical"):
+        get_layout("flat")
+
+
+@pytest.mark.parametrize("name", OTHER)
+def test_layout_truth_follows_every_file_and_signal(layouts, name):
+    out = layouts[name]
+    rows = {r["path"]: r for r in _truth(out, "files.csv")}
+    on_disk = {str(p.relative_to(out / "corpus")) for p in (out / "corpus").rglob("*")
+               if p.is_file()}
+    assert set(rows) == on_disk
+    for rel, r in rows.items():
+        data = (out / "corpus" / rel).read_bytes()
+        plain = gzip.decompress(data) if r["compressed"] == "1" else data
+        assert int(r["lines"]) == count_lines(plain), rel
+    cache: dict[str, list[str]] = {}
+    for s in _truth(out, "signals.csv"):
+        lines = cache.setdefault(s["path"], _lines(out / "corpus" / s["path"]))
+        assert lines[int(s["line_no"]) - 1].startswith(s["text"][:60]), s
+    summary = json.loads((out / "truth" / "summary.json").read_text())
+    canonical = json.loads((layouts["canonical"] / "truth" / "summary.json").read_text())
+    assert summary["layout"] == name
+    assert summary["interruptions"] == canonical["interruptions"]
+    assert summary["by_component"] == canonical["by_component"]
+
+
+def test_layouts_put_files_where_they_say(layouts):
+    assert not (layouts["varlog"] / "corpus" / "hosts").exists()
+    dmesg = sorted((layouts["varlog"] / "corpus").glob("*/var/log/dmesg"))
+    assert dmesg  # the dmesg -T hosts write plain dmesg: seconds since boot, no wall clock
+    assert all(ln.startswith("[") and "] " in ln and ln[1:ln.index("]")].strip()
+               .replace(".", "").isdigit() for ln in _lines(dmesg[0])[:50])
+    central = layouts["central-syslog"] / "corpus"
+    assert [p.name for p in (central / "syslog").iterdir()] == ["messages"]
+    assert list(central.glob("inventory/*/sel.txt"))
+    journal = sorted((layouts["journal-json"] / "corpus" / "journal").glob("*.json"))
+    first = json.loads(_lines(journal[0])[0])
+    assert {"__REALTIME_TIMESTAMP", "_HOSTNAME", "MESSAGE", "_BOOT_ID"} <= set(first)
+    assert set(LAYOUTS) >= {"canonical", *OTHER}
+
+
+def _verdicts(db: Path) -> dict[tuple[str, str], tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {(j, t): rest for j, t, *rest in con.execute(
+            "SELECT job_id, strftime(failed_at, '%Y-%m-%dT%H:%M'), component, planned, "
+            "culprit_host, culprit_gpu_serial FROM interruptions").fetchall()}
+
+
+@pytest.mark.slow
+def test_every_layout_gives_the_canonical_interruptions(layouts, tmp_path):
+    canonical = tmp_path / "canonical.duckdb"
+    ingest([layouts["canonical"] / "corpus"], canonical)
+    want = _verdicts(canonical)
+    assert len(want) == 26
+    for name in OTHER:
+        db = tmp_path / f"{name}.duckdb"
+        ingest([layouts[name] / "corpus"], db)
+        got = _verdicts(db)
+        assert got == want, name
+        with duckdb.connect(str(db), read_only=True) as con:
+            hosts = dict(con.execute("SELECT host_from, count(*) FROM files "
+                                     "WHERE source IN ('kernel', 'sel', 'inventory') "
+                                     "GROUP BY ALL").fetchall())
+            (untimed,), = con.execute("SELECT count(*) FROM events WHERE source = 'kernel' "
+                                      "AND ts_quality = 'untimed'").fetchall()
+        assert "none" not in hosts, (name, hosts)
+        assert untimed == 0, name
