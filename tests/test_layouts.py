@@ -115,3 +115,49 @@ def test_every_layout_gives_the_canonical_interruptions(layouts, tmp_path):
                                       "AND ts_quality = 'untimed'").fetchall()
         assert "none" not in hosts, (name, hosts)
         assert untimed == 0, name
+
+
+# --- boot anchors from the corpus (pipeline/load.py: anchor_boots) -------------------------
+
+XID32 = "NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000000 intr 00004000"  # Bumblebee #677
+LINUX = "Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007)"
+
+
+def _write(root: Path, rel: str, lines: list[str]) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_plain_dmesg_is_anchored_by_the_corpus(tmp_path):
+    c = tmp_path / "corpus"
+    # node1: the same record in its syslog (with the kernel's [secs] stamp)
+    _write(c, "node1/var/log/dmesg", [f"[24128.828315] {XID32}"])
+    _write(c, "node1/var/log/kern.log", [
+        f"Dec 30 10:00:00 node1 kernel: [24128.828315] {XID32}"])
+    # node2: its boot starts in the file and Slurm says when it booted
+    _write(c, "node2/var/log/dmesg", [f"[    0.000000] {LINUX}", f"[  100.000000] {XID32}"])
+    # node3: one boot in the file, two in Slurm's log: which one is unknown
+    _write(c, "node3/var/log/dmesg", [f"[    0.000000] {LINUX}", f"[  200.000000] {XID32}"])
+    _write(c, "slurm/slurmctld.log", [
+        "[2024-12-29T13:18:13.600] validate_node_specs: Node node2 unexpectedly rebooted "
+        "boot_time=1735478198 last response=1735476413",
+        "[2024-12-29T13:18:13.600] validate_node_specs: Node node3 unexpectedly rebooted "
+        "boot_time=1735478198 last response=1735476413",
+        "[2024-12-30T13:18:13.600] validate_node_specs: Node node3 unexpectedly rebooted "
+        "boot_time=1735564598 last response=1735564413",
+    ])
+    db = tmp_path / "a.duckdb"
+    ingest([c], db, year=2024)
+    q = ("SELECT host, ts_quality, epoch_us(ts) FROM events WHERE kind = 'xid' "
+         "AND path LIKE '%/dmesg' ORDER BY host")
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(q).fetchall()
+        syslog_ts, = con.execute("SELECT epoch_us(ts) FROM events WHERE kind = 'xid' "
+                                 "AND path LIKE '%kern.log'").fetchone()
+    assert got == [("node1", "boot_relative", syslog_ts),
+                   ("node2", "boot_relative", 1735478198_000000 + 100_000_000),
+                   ("node3", "untimed", None)]
+    ingest([c], db, year=2024)  # a re-run changes nothing
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(q).fetchall() == got

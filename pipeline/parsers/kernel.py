@@ -525,6 +525,12 @@ class _Clock:
         return idx, off, base
 
     # -- boot anchors ----------------------------------------------------------------------
+    def segment(self, i: int) -> int:
+        """Which boot of the file line ``i`` belongs to (0 for the first)."""
+        if self._boots is None:
+            self._boots = self._compute_boots()
+        return int(self._boots[0][i])
+
     def boot_for(self, i: int) -> int | None:
         if self._boots is None:
             self._boots = self._compute_boots()
@@ -709,6 +715,10 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
         events.append(
             _event(i, end, mm, messages, kl.ts, kl.ts_quality, kl.host or ctx.host, ctx, kl)
         )
+        if kl.ts is None and kl.uptime_us is not None and kl.shape in ("kmsg", "dmesg"):
+            # no anchor in the file: the loader may anchor this boot from the corpus
+            # (pipeline/load.py: anchor_boots); boot_seq says which boot of the file
+            events[-1].attrs["boot_seq"] = clock.segment(i)
         consumed = end
 
     if events and rejects:

@@ -215,6 +215,12 @@ def synthetic_line(obj: dict, ctx: ParseContext,
     program = _field(obj, prog_f, _text)
     if program is None or _text(obj.get("_TRANSPORT")) == "kernel":
         program = "kernel"
+    mono = _text(obj.get("__MONOTONIC_TIMESTAMP"))
+    if program == "kernel" and mono and mono.isdigit() and not message.startswith("["):
+        # the kernel's time since boot, as rsyslog writes it: lets a plain dmesg of the
+        # same boot be anchored by the same record (pipeline/load.py: anchor_boots)
+        n = int(mono)
+        message = f"[{n // 1_000_000:5d}.{n % 1_000_000:06d}] {message}"
     inner = kernel.parse_line(message, ctx)
     if inner is not None and inner.shape in ("rfc3339", "rfc3164") and inner.host:
         host = host or inner.host
