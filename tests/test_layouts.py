@@ -161,3 +161,18 @@ def test_plain_dmesg_is_anchored_by_the_corpus(tmp_path):
     ingest([c], db, year=2024)  # a re-run changes nothing
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute(q).fetchall() == got
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--host-from-path", "/(?P<hst>[^/]+)/"], "named group"),
+    (["--host-from-path", "(?P<host>["], "--host-from-path"),
+    (["--json-fields", "mesage=log"], "unknown key"),
+    (["--json-fields", "message"], "KEY=FIELD"),
+])
+def test_bad_layout_options_are_bad_usage(tmp_path, argv, msg):
+    (tmp_path / "c").mkdir()
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path / "c"), "--db",
+                                      str(tmp_path / "x.duckdb"), *argv])
+    assert result.exit_code == 2
+    assert msg in " ".join(result.output.split())
+    assert not (tmp_path / "x.duckdb").exists()

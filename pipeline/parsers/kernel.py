@@ -14,8 +14,17 @@ iso        ``2024-07-01T12:00:00,123456+00:00 MSG`` (``dmesg --time-format=iso``
 kmsg       ``4,1234,123456789,-;MSG`` (/dev/kmsg; microseconds since boot) followed by
            `` SUBSYSTEM=...``/`` DEVICE=...`` continuation lines that belong to the record.
 dmesg      ``[  123.456789] MSG``, optionally ``<6>``-prefixed (``dmesg -r``, pstore) and
-           with a ``[ T1946]`` caller id; seconds since boot.
+           with a ``[ T1946]`` caller id; seconds since boot. ``[  123.456789] host
+           kernel: MSG`` (journalctl ``-o short-monotonic``) gives the host and tag too
+           (only a ``kernel`` or ``name[pid]`` tag: ``usb 1-1: ...`` stays a message).
+reltime    ``[Dec07 10:31] MSG`` then ``[  +0.000123] MSG`` (``dmesg -H``/``--reltime``):
+           the wall clock to the minute, then the time since the previous message;
+           no year (as rfc3164), ts_quality ``inferred_year``.
 =========  ===========================================================================
+
+Syslog lines without a host field (``Jul  1 12:00:00 kernel: MSG``, journalctl
+``--no-hostname``, some rsyslog templates) have their tag where the host would be; host
+names never end in a colon, so such a line's host comes from the path.
 
 Blank lines and pstore part headers (``Panic#1 Part2``) are routine. A line of no shape
 is a reject (``unrecognized kernel line``, or ``nul bytes``), unless its text is a
@@ -51,7 +60,12 @@ drops by more than a second. A boot is anchored by lines that carry both a wall 
 and the time since boot: syslog lines with a ``kernel: [secs]`` stamp, and kernel audit
 records ``audit(<epoch>.<ms>:<serial>)``; the anchor is the median of
 ``wall - uptime`` over the first 16 such lines of the boot. Anchored lines get
-``boot_relative``; without an anchor they are ``untimed`` (order is kept by line_no).
+``boot_relative``; without an anchor they are ``untimed`` (order is kept by line_no) and
+carry ``attrs.boot_seq`` (which boot of the file), so that the loader can anchor them
+from the rest of the corpus (``pipeline/load.py``: ``anchor_boots``).
+
+Structured logs (journal JSON/export, JSON lines from log stores) are read by this
+parser too, through :mod:`structured`.
 """
 
 from __future__ import annotations
