@@ -50,6 +50,18 @@ RULES: tuple[Rule, ...] = (
        HARDWARE, 0.95),
     _r("gpu.lost", "gpu_lost", "Faulty GPU", "GPU lost", HARDWARE, 0.9),
     _r("gpu.gsp_timeout", "gsp_timeout", "GPU System Processor", "GSP", HARDWARE, 0.9),
+    # nvidia-smi -q counters (NVIDIA's memory error management guide): the board itself
+    # says its memory failed; a pending remap alone is recoverable by a reset
+    _r("gpu.row_remap_failure", "gpu_row_remap_failure", "GPU HBM3 Memory", "row remap",
+       HARDWARE, 0.9),
+    _r("gpu.ecc_sram", "gpu_ecc_uncorrectable", "GPU SRAM Memory", "SRAM ECC", HARDWARE,
+       0.85, r"uncorrectable SRAM"),
+    _r("gpu.ecc_dram", "gpu_ecc_uncorrectable", "GPU HBM3 Memory", "DRAM ECC", HARDWARE,
+       0.85, r"DRAM"),
+    _r("gpu.row_remap_pending", "gpu_row_remap_pending", "GPU HBM3 Memory", "row remap",
+       HOST, 0.7),
+    _r("gpu.retired_pages", "gpu_retired_pages", "GPU HBM3 Memory", "retired pages", HOST,
+       0.7),
     _r("gpu.sxid_fatal", "sxid", "Faulty GPU", "NVSwitch", HARDWARE, 0.8, r"Fatal"),
     _r("net.module", "ib_module", "Network Switch/Cable", "IB module", HARDWARE, 0.9,
        r"error|unplugged|shorted|temperature"),

@@ -21,18 +21,20 @@ import hashlib
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import PurePosixPath
 
 import pyarrow as pa
 
-from faultline.pipeline import hostpath
+from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.parsers import (
     hosts,
     inventory,
     joblog,
+    nvbugreport,
+    nvsmi,
     sacct,
     sel,
     slurmctld,
@@ -59,6 +61,8 @@ PARSERS = {
     "sacct": sacct.parse,
     "slurmctld": slurmctld.parse,
     "hosts": hosts.parse,
+    "nvidia_smi": nvsmi.parse,
+    "nvidia_bug_report": nvbugreport.parse,
 }
 SNIFF_BYTES = 1 << 16
 # A line longer than this is cut to it before parsing (see cap_lines).
@@ -242,6 +246,7 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
     """
     files: list[_File] = []
     results: list[FileParse | None] = []
+    items = _with_members(items)
     pending: dict[str, list[int]] = {}  # per batched source: files read, not parsed yet
     pending_lines: dict[str, int] = {}
 
@@ -263,7 +268,9 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
             if pending_lines[f.source] >= MAX_BATCH_LINES:
                 flush(f.source)
             continue
-        if f.source in PARSERS:
+        if f.source == "bundle":  # its members follow as files of their own
+            results[-1] = FileParse(lines=0, shape=f.shape)
+        elif f.source in PARSERS:
             results[-1] = PARSERS[f.source](f.text, f.ctx)
         else:
             lines = split_lines(f.text)
@@ -294,6 +301,20 @@ class _File:
     ctx: ParseContext
     text: str  # for the per-file parsers ("" once parsed, or for a batched source)
     lines: list[str] | None  # for the batched parsers (None once parsed, or for others)
+    shape: str | None = None  # an archive's kind (zip, tar)
+
+
+def _with_members(items: Iterable[BatchItem]) -> Iterator[BatchItem]:
+    """Every item, and after an archive its members (:mod:`faultline.pipeline.bundles`)
+    followed by the archive itself with what went wrong reading it."""
+    for item in items:
+        if (len(item) > 3 and item[3] is not None) or not bundles.archive_kind(
+                item[0], item[1]):
+            yield item
+            continue
+        problems: list[str] = []
+        yield from bundles.expand(item[0], item[1], problems)
+        yield item[0], item[1], item[2], "; ".join(problems) or None
 
 
 def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
@@ -301,6 +322,11 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     sha = hashlib.sha256(data).hexdigest()
     compressed = data[:2] == b"\x1f\x8b"
     problem = None
+    kind = bundles.archive_kind(path, data) if len(item) < 4 or item[3] is None else None
+    if kind is not None:  # read member by member by _with_members, never as text
+        return _File(path, sha, len(data), mtime, compressed, item[3] if len(item) > 3
+                     else None, "bundle", context_from_path(path, settings.tz), "", None,
+                     kind)
     raw = data
     if compressed:
         raw, problem = gunzip(data)
@@ -319,7 +345,7 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
         head = split_lines(text[:SNIFF_BYTES])
     source = sniff(head, path)
     ctx = context_from_path(path, settings.tz, settings)
-    if source == "kernel":
+    if source in ("kernel", "nvidia_bug_report"):
         ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime))
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",

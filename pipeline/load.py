@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from faultline.pipeline.bundles import SEP
 from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
@@ -65,6 +66,13 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         WHERE files.path = n.path AND files.mtime IS DISTINCT FROM n.mtime
           AND files.path NOT IN (SELECT path FROM changed)
     """)
+    # A changed archive is read whole again: members it no longer holds go too.
+    con.execute(f"""
+        INSERT INTO changed SELECT f.path FROM files f JOIN new_files b
+          ON b.source = 'bundle' AND b.path IN (SELECT path FROM changed)
+         AND starts_with(f.path, b.path || '{SEP}')
+        WHERE f.path NOT IN (SELECT path FROM new_files)
+    """)  # noqa: S608 - SEP is a constant
     for t in _TABLES:
         name = quote_ident(t.name)
         con.execute(f"DELETE FROM {name} WHERE path IN (SELECT path FROM changed)")  # noqa: S608

@@ -24,7 +24,7 @@ import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
-from faultline.pipeline import hostpath
+from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
@@ -106,53 +106,63 @@ def exclusive(db: Path) -> Iterator[None]:
         yield
 
 
+_RECORDS = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}
+
+
 def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     """First and last time in the job records (sacct, slurmctld): syslog lines without
     a year are placed in this window."""
     lo = hi = None
-    for path in paths:
-        hint = path_hint(path)
-        parser = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}.get(hint or "")
-        if parser is None:
-            continue
+    for outer in paths:
+        if path_hint(outer) not in _RECORDS and not outer.lower().endswith(bundles.SUFFIXES):
+            continue  # neither job records nor, by its name, an archive that may hold some
         try:
-            data, _, _ = read_bytes(path)
+            whole, _, _ = read_bytes(outer)
         except OSError:  # vanished or unreadable since discovery: the parse says so
             continue
-        if data[:2] == b"\x1f\x8b":
-            data, _ = gunzip(data)
-        fp = parser(decode(data), ParseContext(path=path, tz=tz))
-        times = [e.ts for e in fp.events if e.ts is not None]
-        times += [v for e in fp.events for k in ("start", "end")
-                  if isinstance(v := e.attrs.get(k), int)]
-        if times:
-            lo = min(times) if lo is None else min(lo, *times)
-            hi = max(times) if hi is None else max(hi, *times)
+        for path, data in bundles.with_members(outer, whole):
+            parser = _RECORDS.get(path_hint(path) or "")
+            if parser is None:
+                continue
+            if data[:2] == b"\x1f\x8b":
+                data, _ = gunzip(data)
+            fp = parser(decode(data), ParseContext(path=path, tz=tz))
+            times = [e.ts for e in fp.events if e.ts is not None]
+            times += [v for e in fp.events for k in ("start", "end")
+                      if isinstance(v := e.attrs.get(k), int)]
+            if times:
+                lo = min(times) if lo is None else min(lo, *times)
+                hi = max(times) if hi is None else max(hi, *times)
     return (lo, hi) if lo is not None else None
 
 
 def corpus_hosts(paths: list[str], tz: str) -> frozenset[str]:
-    """Host names the job records (sacct node lists) and hosts.csv know: a path
-    component naming one gives a file its host (:mod:`faultline.pipeline.hostpath`)."""
+    """Host names the job records (sacct node lists) and hosts.csv know, inside archives
+    too: a path component naming one gives a file its host
+    (:mod:`faultline.pipeline.hostpath`)."""
     node_lists: list[str] = []
     names: list[str] = []
-    for path in paths:
-        hint = path_hint(path)
-        if hint not in ("sacct", "hosts"):
+    for outer in paths:
+        if path_hint(outer) not in ("sacct", "hosts") \
+                and not outer.lower().endswith(bundles.SUFFIXES):
             continue
         try:
-            data, _, _ = read_bytes(path)
+            whole, _, _ = read_bytes(outer)
         except OSError:  # vanished or unreadable since discovery: the parse says so
             continue
-        if data[:2] == b"\x1f\x8b":
-            data, _ = gunzip(data)
-        ctx = ParseContext(path=path, tz=tz)
-        if hint == "sacct":
-            fp = sacct.parse(decode(data), ctx)
-            node_lists += [n for e in fp.events if isinstance(n := e.attrs.get("nodelist"), str)]
-        else:
-            fp = hosts.parse(decode(data), ctx)
-            names += [e.host for e in fp.events if e.host]
+        for path, data in bundles.with_members(outer, whole):
+            hint = path_hint(path)
+            if hint not in ("sacct", "hosts"):
+                continue
+            if data[:2] == b"\x1f\x8b":
+                data, _ = gunzip(data)
+            ctx = ParseContext(path=path, tz=tz)
+            if hint == "sacct":
+                fp = sacct.parse(decode(data), ctx)
+                node_lists += [n for e in fp.events
+                               if isinstance(n := e.attrs.get("nodelist"), str)]
+            else:
+                names += [e.host for e in hosts.parse(decode(data), ctx).events if e.host]
     return hostpath.known_hosts(node_lists, names)
 
 

@@ -13,7 +13,7 @@ import re
 from itertools import islice
 from pathlib import PurePosixPath
 
-from faultline.pipeline.parsers import sacct, structured
+from faultline.pipeline.parsers import nvbugreport, nvsmi, sacct, structured
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
@@ -83,6 +83,10 @@ def sniff(lines: list[str], path: str = "") -> str:
     if not sample:
         return hint or "unknown"
     first = sample[0].lstrip("\ufeff")
+    if nvbugreport.looks_like_bug_report(sample):
+        return "nvidia_bug_report"
+    if nvsmi.looks_like_nvsmi(sample):
+        return "nvidia_smi"
     if sacct.looks_like_sacct(first):
         return "sacct"
     if _INVENTORY_HEADER.search(first):

@@ -15,6 +15,10 @@ EVENT_KINDS: dict[str, str] = {
     "sxid": "NVSwitch SXid line",
     "nvidia_driver_load": "NVRM driver module load (version in attrs)",
     "gpu_serial": "NVRM line naming a GPU's board serial or UUID",
+    "gpu_row_remap_failure": "nvidia-smi -q: a row remapping failed (HBM out of spare rows)",
+    "gpu_row_remap_pending": "nvidia-smi -q: row remappings pending until a GPU reset",
+    "gpu_ecc_uncorrectable": "nvidia-smi -q: volatile uncorrectable DRAM/SRAM ECC errors",
+    "gpu_retired_pages": "nvidia-smi -q: double-bit retired pages or page retirement pending",
     # --- network (kernel) ---
     "ib_link_down": "InfiniBand/RoCE/Ethernet port link down or lost carrier",
     "ib_link_up": "InfiniBand/RoCE/Ethernet port link up or gained carrier",

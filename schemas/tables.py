@@ -137,7 +137,7 @@ class View:
 # --- vocabularies -------------------------------------------------------------------
 
 SOURCES = ("kernel", "sel", "inventory", "job", "trainer", "sacct", "slurmctld", "hosts",
-           "unknown")
+           "nvidia_smi", "nvidia_bug_report", "bundle", "unknown")
 TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relative",
                 "untimed")
 EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")
@@ -153,7 +153,8 @@ FILES = Table(
     row="input file",
     key=("path",),
     columns=(
-        Column("path", S, "Absolute path of the file, as read."),
+        Column("path", S, "Absolute path of the file, as read; a member of an archive "
+               "is `<archive path>!/<member path>`."),
         Column("sha256", S, "SHA-256 of the file's bytes as stored (before gunzip)."),
         Column("source", S, "Log source sniffed from the content.", values=SOURCES),
         Column("lines", I64, "Lines in the file (a last line without newline counts).",
