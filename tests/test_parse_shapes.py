@@ -341,3 +341,23 @@ def test_files_host_from_records_how_the_host_was_decided():
     assert set(got.events.column("host").to_pylist()) == {"node0003"}
     got = parse_file("/c/misc/dmesg", dmesg, s)
     assert got.files.column("host_from").to_pylist() == ["none"]
+
+
+def test_journalctl_markers_are_routine():
+    # CONSTRUCTED: the marker lines journalctl prints between entries (journalctl(1))
+    lines = ["-- Logs begin at Mon 2024-07-01 12:00:00 UTC, end at Tue 2024-07-02 "
+             "12:00:00 UTC. --", *OGKM1150[:1], "-- Reboot --",
+             "-- Boot 6c7c6013a26343b29e964691ff25d04c --", "-- No entries --"]
+    fp = kernel.parse("\n".join(lines) + "\n", CTX)
+    check_accounting(fp)
+    assert (fp.routine_lines, fp.event_lines, fp.reject_lines) == (4, 1, 0)
+
+
+def test_json_records_without_a_time():
+    lines = [json.dumps({"message": "eth0: link becomes ready", "host": "n1"}),
+             json.dumps({"message": XID31, "host": "n1"})]
+    fp = structured.parse("\n".join(lines), ParseContext(path="x", host="n1"))
+    check_accounting(fp)
+    assert (fp.routine_lines, fp.reject_lines) == (1, 0)  # a routine record is routine
+    (e,) = fp.events  # a record that matters is kept, with no time to give it
+    assert (e.line_no, e.xid, e.ts_quality) == (2, 31, "untimed")

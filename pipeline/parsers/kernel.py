@@ -26,7 +26,8 @@ Syslog lines without a host field (``Jul  1 12:00:00 kernel: MSG``, journalctl
 ``--no-hostname``, some rsyslog templates) have their tag where the host would be; host
 names never end in a colon, so such a line's host comes from the path.
 
-Blank lines and pstore part headers (``Panic#1 Part2``) are routine. A line of no shape
+Blank lines, pstore part headers (``Panic#1 Part2``) and journalctl's markers
+(``-- Reboot --``, ``-- Boot <id> --``, ``-- Logs begin at ... --``) are routine. A line of no shape
 is a reject (``unrecognized kernel line``, or ``nul bytes``), unless its text is a
 kernel message that matters: then it is an event whose time is inherited from the
 nearest earlier line that has one.
@@ -127,6 +128,11 @@ SHAPES: tuple[tuple[str, str, str, str], ...] = (
      r"(?: \[ *(?P<caller>[CT]\d+)\])?", _LOOSE_TO_END, ""),
     ("kmsg_cont", r"^ [A-Za-z0-9_]+=", r".*$", ""),
     ("blank", r"^[ \t\f\v]*$", "", ""),
+    # journalctl's own lines between entries: "-- Reboot --", "-- Boot <id> --",
+    # "-- Logs begin at ... --", "-- Journal begins at ... --", "-- No entries --"
+    ("journal_marker",
+     r"^-- (?:Reboot|No entries|Boot [0-9a-f]{32}|(?:Logs|Journal) begins? at .*) --$", "",
+     ""),
     ("pstore_header",
      r"^(?:Panic|Oops|Emergency|Shutdown|Halt|Poweroff|Restart|Unknown)#\d+ Part\d+$", "", ""),
 )
@@ -140,7 +146,7 @@ SHAPE_PATTERN: str = "|".join(
 
 FILE_SHAPES = ("rfc3339", "rfc3164", "dmesg_t", "iso", "kmsg", "dmesg", "reltime",
                "reltime_delta")
-_NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header"})
+_NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header", "journal_marker"})
 _TIMED_SHAPES = frozenset(FILE_SHAPES)
 
 _TAG = re.compile(r"^(?P<tag>[^\s\[\]:]+)(?:\[(?P<pid>[^\]]*)\])?: ?(?P<msg>.*)$")

@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from faultline.pipeline.parsers import kernel
+from faultline.pipeline.parsers import kernel_messages as km
 from faultline.pipeline.records import FileParse, ParseContext, Reject
 
 MESSAGE_FIELDS = ("MESSAGE", "message", "msg", "log", "line", "_raw", "text")
@@ -221,7 +222,7 @@ def synthetic_line(obj: dict, ctx: ParseContext,
         # same boot be anchored by the same record (pipeline/load.py: anchor_boots)
         n = int(mono)
         message = f"[{n // 1_000_000:5d}.{n % 1_000_000:06d}] {message}"
-    inner = kernel.parse_line(message, ctx)
+    inner = kernel.parse_line(message, ctx) if message[:1].isalnum() else None
     if inner is not None and inner.shape in ("rfc3339", "rfc3164") and inner.host:
         host = host or inner.host
         program = inner.program or program
@@ -229,7 +230,9 @@ def synthetic_line(obj: dict, ctx: ParseContext,
         if when is None and inner.ts is not None:
             when = _iso_us(inner.ts)
     if when is None:
-        return message  # no time: the kernel parser inherits one, or rejects the line
+        # no time: a message that matters is kept (the kernel parser gives it the time
+        # of the nearest earlier record); anything else is a routine record
+        return message if km.classify(message, program) is not None else ""
     host = _NOT_TAG.sub("_", host) if host else (ctx.host or _PLACEHOLDER_HOST)
     program = _NOT_TAG.sub("_", program) or "kernel"
     return f"{when} {host} {program}: {message}"
