@@ -67,7 +67,7 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
     plans, sel_lines, reboots = _host_plans(p, cluster, tl, seed)
     others = other_jobs(p.other_jobs, list(cluster.others), tl.start, tl.end, seed)
     _history(others, plans, cluster, seed)
-    o = CorpusOutput(out, get_layout(layout))
+    o = CorpusOutput(out, get_layout(layout), zone=zone, start=p.start)
     step = progress or (lambda _what, _i, _n: None)
 
     hosts = cluster.hosts

@@ -25,9 +25,12 @@ where the lines themselves change).
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
 
 def _same_shape(shape: str) -> str:
@@ -46,6 +49,9 @@ class Layout:
     description: str
     kernel_shape: Callable[[str], str] = _same_shape
     route: Callable[[str, str, str | None], str] = _same_path
+    # after every file is written: the CorpusOutput, to rewrite files (e.g. interleave a
+    # central syslog's hosts by time) through its ``replace`` so the truth follows
+    finish: Callable[[Any], None] | None = None
 
 
 def _name(rel: str) -> str:
@@ -83,6 +89,58 @@ def _central_route(rel: str, source: str, host: str | None) -> str:
     return f"inventory/{host}/{_name(rel)}"
 
 
+_RFC3339_HEAD = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) ")
+_RFC3164_HEAD = re.compile(rb"^([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) ")
+_MONTHS = {m.encode(): i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
+def _interleave_central(o: Any) -> None:
+    """A central server writes lines as they arrive: the hosts' runs (appended host
+    after host) are merged by time, each run keeping its order (dirt lines without a
+    time stay after the line before them)."""
+    rel = "syslog/messages"
+    if rel not in o.written:
+        return
+    data = (o.corpus / rel).read_bytes()
+    lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    starts = [*o.runs[rel], len(lines)]
+    keyed: list[tuple[float, int, int]] = []
+    for r in range(len(starts) - 1):
+        year = o.start.year if o.start is not None else 2000
+        last_month, key = 0, float("-inf")
+        for i in range(starts[r], starts[r + 1]):
+            got = _line_time(lines[i], year, last_month, o.zone)
+            if got is not None:
+                key, year, last_month = got
+            keyed.append((key, r, i))
+    keyed.sort()
+    renumber = [0] * len(lines)
+    for new, (_k, _r, i) in enumerate(keyed, 1):
+        renumber[i] = new
+    o.replace(rel, b"\n".join(lines[i] for _k, _r, i in keyed) + b"\n", renumber)
+
+
+def _line_time(line: bytes, year: int, last_month: int, zone: Any
+               ) -> tuple[float, int, int] | None:
+    """(epoch seconds, year, month) of a line the simulator wrote in rfc3339 or rfc3164
+    (whose year follows the run: a month that goes back starts the next year)."""
+    m = _RFC3339_HEAD.match(line)
+    if m:
+        return dt.datetime.fromisoformat(m.group(1).decode()).timestamp(), year, last_month
+    m = _RFC3164_HEAD.match(line)
+    if not m:
+        return None
+    month = _MONTHS[m.group(1)]
+    if last_month and month < last_month - 5:
+        year += 1
+    t = dt.datetime(year, month, int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                    int(m.group(5)), tzinfo=zone)
+    return t.timestamp(), year, month
+
+
 # -- journal-json: journalctl -o json per host -------------------------------------------------
 
 def _journal_shape(_shape: str) -> str:
@@ -103,9 +161,9 @@ LAYOUTS: dict[str, Layout] = {
         Layout("varlog", "per-host /var/log trees: <host>/var/log/{kern.log*,dmesg,sel.txt,"
                "gpus.csv}; dmesg -T hosts write plain dmesg (seconds since boot)",
                _varlog_shape, _varlog_route),
-        Layout("central-syslog", "every host's kernel log in one central syslog/messages "
-               "(host from the line); SEL and inventory under inventory/<host>/",
-               _central_shape, _central_route),
+        Layout("central-syslog", "every host's kernel log in one central syslog/messages, "
+               "interleaved by time (host from the line); SEL and inventory under "
+               "inventory/<host>/", _central_shape, _central_route, _interleave_central),
         Layout("journal-json", "journalctl -o json per host in journal/<host>.json; SEL and "
                "inventory under inventory/<host>/", _journal_shape, _journal_route),
     )
