@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from pathlib import PurePosixPath
 
 from faultline.pipeline.hostlist import try_expand_hostlist
 
@@ -66,14 +65,22 @@ def layout_host(parts: tuple[str, ...]) -> tuple[str | None, str | None]:
 
 def known_host(parts: tuple[str, ...], known: frozenset[str]) -> str | None:
     """The nearest path component (or file name up to its first dot) that is a known
-    host; names compare case-insensitively, and ``node1.example.com`` is ``node1``."""
+    host, as the job records spell it; names compare case-insensitively, and
+    ``node1.example.com`` is ``node1``."""
     if not known:
         return None
+    by_lower = _by_lower(known)
     for part in reversed(parts):
         for cand in (part, part.split(".")[0]):
-            if cand and cand.lower() in known:
-                return cand.lower()
+            found = by_lower.get(cand.lower()) if cand else None
+            if found is not None:
+                return found
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _by_lower(known: frozenset[str]) -> dict[str, str]:
+    return {k.lower(): k for k in sorted(known)}
 
 
 def resolve(path: str, parts: tuple[str, ...], known: frozenset[str] = frozenset(),
@@ -93,15 +100,11 @@ def resolve(path: str, parts: tuple[str, ...], known: frozenset[str] = frozenset
 
 
 def known_hosts(node_lists: Iterable[str], names: Iterable[str]) -> frozenset[str]:
-    """Lower-cased host names from Slurm node lists (``node[01-04]``) and plain names."""
+    """Host names from Slurm node lists (``node[01-04]``) and plain names."""
     out: set[str] = set()
     for nl in node_lists:
         for item in try_expand_hostlist(nl):
             if item and item.lower() not in ("none", "none assigned"):
-                out.add(item.lower())
-    out.update(n.lower() for n in names if n)
+                out.add(item)
+    out.update(n for n in names if n)
     return frozenset(out)
-
-
-def path_parts(path: str) -> tuple[str, ...]:
-    return PurePosixPath(path).parts

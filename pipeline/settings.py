@@ -40,7 +40,7 @@ class IngestSettings:
     # (start, end) in epoch microseconds of the corpus, from the job records: syslog
     # lines without a year are placed inside it
     window: tuple[int, int] | None = None
-    # host names the job records and hosts.csv know (lower case): a path component
+    # host names the job records and hosts.csv know: a path component
     # naming one of them gives a file its host (see faultline.pipeline.hostpath)
     known_hosts: frozenset[str] = frozenset()
     host_from_path: str | None = None  # --host-from-path REGEX with a (?P<host>...) group

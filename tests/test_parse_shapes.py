@@ -309,6 +309,7 @@ KNOWN = hostpath.known_hosts(["node[0001-0003],gpu-a"], ["login1"])
     ("/c/rsyslog/node0002/kern.log", "node0002", "path_known"),  # central rsyslog tree
     ("/c/rsyslog/2024-07-01/node0003.log", "node0003", "path_known"),
     ("/c/rsyslog/2024-07-01/GPU-A.cluster.local.log", "gpu-a", "path_known"),
+    ("/c/rsyslog/NODE0001/kern.log", "node0001", "path_known"),  # as Slurm spells it
     ("/c/rsyslog/2024-07-01/node9999.log", None, "none"),  # not a known host
     ("/var/log/kern.log", None, "none"),  # a machine's own /var/log: no host in the path
 ])
