@@ -362,3 +362,20 @@ def test_json_records_without_a_time():
     assert (fp.routine_lines, fp.reject_lines) == (1, 0)  # a routine record is routine
     (e,) = fp.events  # a record that matters is kept, with no time to give it
     assert (e.line_no, e.xid, e.ts_quality) == (2, 31, "untimed")
+
+
+@pytest.mark.parametrize("line,ts", [
+    # CONSTRUCTED: journalctl -o short / short-precise / short-iso / short-iso-precise
+    # prefixes (journalctl(1)) around OGKM1150's message and host field of GPUD1209
+    ("Jan 17 10:44:59 000-000-00000-1-gpu-1 kernel: ", "2025-01-17T10:44:59"),
+    ("Jan 17 10:44:59.123456 000-000-00000-1-gpu-1 kernel: ", "2025-01-17T10:44:59.123456"),
+    ("2025-01-17T10:44:59+0000 000-000-00000-1-gpu-1 kernel: ", "2025-01-17T10:44:59"),
+    ("2025-01-17T10:44:59.123456+00:00 000-000-00000-1-gpu-1 kernel: ",
+     "2025-01-17T10:44:59.123456"),
+])
+def test_journalctl_short_variants(line, ts):
+    msg = OGKM1150[0].split("kernel: ", 1)[1]
+    fp = kernel.parse(line + msg + "\n", ParseContext(path="x", year=2025))
+    check_accounting(fp)
+    (e,) = fp.events
+    assert (e.xid, e.host, e.ts) == (45, "000-000-00000-1-gpu-1", us(ts))
