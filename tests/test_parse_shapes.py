@@ -379,3 +379,11 @@ def test_journalctl_short_variants(line, ts):
     check_accounting(fp)
     (e,) = fp.events
     assert (e.xid, e.host, e.ts) == (45, "000-000-00000-1-gpu-1", us(ts))
+
+
+def test_json_lines_with_a_byte_order_mark():
+    text = "\ufeff" + _journal_json(XID31) + "\n"
+    assert sniff(text.splitlines(), "/c/x.json") == "kernel"
+    fp = structured.parse(text, ParseContext(path="x"))
+    check_accounting(fp)
+    assert [e.xid for e in fp.events] == [31]

@@ -73,7 +73,7 @@ def format_of(lines: Sequence[str]) -> str | None:
     """``json`` / ``export`` for a structured file (from its first non-blank line),
     None for a plain kernel log."""
     for line in lines[:64]:
-        s = line.strip()
+        s = line.strip().lstrip("\ufeff")  # a byte-order mark is no content
         if not s:
             continue
         if s.startswith("{"):
@@ -93,7 +93,7 @@ def looks_structured(lines: Sequence[str]) -> bool:
     if fmt != "json":
         return False
     for line in lines[:64]:
-        s = line.strip()
+        s = line.strip().lstrip("\ufeff")  # a byte-order mark is no content
         if not s:
             continue
         try:
@@ -243,7 +243,7 @@ def _json_lines(lines: list[str], ctx: ParseContext) -> tuple[list[str], list[Re
     out: list[str] = []
     rejects: list[Reject] = []
     for i, line in enumerate(lines):
-        s = line.strip()
+        s = line.strip().lstrip("\ufeff")  # a byte-order mark is no content
         if not s.startswith("{"):
             out.append(line)  # not a record: the kernel parser reads it as it is
             continue
