@@ -10,7 +10,6 @@ in the window is kept as evidence with its role.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
@@ -86,7 +85,19 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
             overrides: Path | None = None) -> int:
     """Replace ``interruptions`` and ``interruption_evidence`` from the events, inside
     the caller's transaction (ingest loads the shards and rebuilds in one, so a killed
-    run never leaves new events beside old interruptions)."""
+    run never leaves new events beside old interruptions).
+
+    ``run`` (stored name, or job name when unambiguous) replaces that run's rows only;
+    a name that fits no run raises :class:`faultline.runs.RunError` and the caller's
+    transaction rolls back. Stored overrides (the ``overrides`` file's rows imported
+    first) win over the classifiers. Returns the number of interruptions built."""
+    from faultline.classifiers import overrides as ov
+    from faultline.runs import resolve
+
+    if overrides is not None:
+        ov.put(con, ov.read_csv(overrides))
+    if run is not None:
+        run = resolve(con, run)
     attempts = con.execute("""
         SELECT run, job_id, epoch_us(started_at), epoch_us(ended_at), state, nodelist,
                admin_comment, attempt
@@ -104,10 +115,16 @@ def rebuild(con: duckdb.DuckDBPyConnection, run: str | None = None,
                 continue
             windows.append((interruption_id(name, cur[1], cur[2]), cur, nxt))
     resolver = _resolver(con)
-    con.execute("DELETE FROM interruption_evidence")
-    con.execute("DELETE FROM interruptions")
+    if run is None:
+        con.execute("DELETE FROM interruption_evidence")
+        con.execute("DELETE FROM interruptions")
+    else:  # this run's rows only: naming a run never costs another run its rows
+        con.execute("DELETE FROM interruption_evidence WHERE interruption_id IN "
+                    "(SELECT interruption_id FROM interruptions WHERE run = ?)", [run])
+        con.execute("DELETE FROM interruptions WHERE run = ?", [run])
     if windows:
-        _build(con, windows, resolver, _read_overrides(overrides))
+        # one run's rebuild keeps the other runs' stored text answers
+        _build(con, windows, resolver, ov.by_id(con), retain=run is None)
     return len(windows)
 
 
@@ -130,21 +147,7 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
     return r
 
 
-def _read_overrides(path: Path | None) -> dict[str, tuple[str, str]]:
-    if path is None:
-        return {}
-    names = set(load_taxonomy().component_names)
-    out = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            comp = (row.get("component") or "").strip()
-            if comp not in names:
-                raise ValueError(f"{path}: unknown component {comp!r}")
-            out[row["interruption_id"].strip()] = (comp, (row.get("note") or "").strip())
-    return out
-
-
-def _build(con, windows, resolver: HostResolver, overrides) -> None:
+def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True) -> None:
     tax = load_taxonomy()
     rows_w, rows_h = [], []
     for iid, cur, _nxt in windows:
@@ -182,7 +185,7 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     watchdog_hosts = dict(con.execute(f"""
         SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {_WATCHDOG_JOIN} GROUP BY w.iid
     """).fetchall())
-    texts = _classify_texts(con, cands)
+    texts = _classify_texts(con, cands, retain)
     progress = _progress(con, windows)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
@@ -218,8 +221,8 @@ def _build(con, windows, resolver: HostResolver, overrides) -> None:
     _symptoms_and_history(con)
 
 
-def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candidate]]
-                    ) -> dict[str, tuple[str, float, str]]:
+def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candidate]],
+                    retain: bool = True) -> dict[str, tuple[str, float, str]]:
     """Drain reasons, admin comments and tracebacks through the learned models (or
     their stored answers, :mod:`faultline.classifiers.memo`)."""
     reasons = {c.event_id: str(c.attrs.get("reason") or c.message) for cs in cands.values()
@@ -231,7 +234,8 @@ def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candid
     for task, texts in (("reason", reasons), ("traceback", tracebacks)):
         for eid, p in zip(texts, memo.classify(con, task, used[task]), strict=True):
             out[eid] = (p.label, p.confidence, p.model)
-    memo.retain(con, used)
+    if retain:
+        memo.retain(con, used)
     return out
 
 
@@ -497,4 +501,5 @@ def _symptoms_and_history(con) -> None:
           ON e.kind = 'xid' AND e.gpu_serial = i.culprit_gpu_serial
          AND abs(epoch_us(e.ts) - epoch_us(i.failed_at)) > 3600e6
         WHERE i.culprit_gpu_serial IS NOT NULL
+          AND i.interruption_id IN (SELECT iid FROM w)
     """)

@@ -98,20 +98,39 @@ DbOption = Annotated[
 ]
 
 
+def _zone_option(value: str | None) -> str | None:
+    """``--tz``: any case of a zone's name, ``utc``/``Z``; a typo names close matches."""
+    from faultline.pipeline.tzinfer import UnknownZone, normalize_zone
+
+    if value is None:
+        return None
+    try:
+        return normalize_zone(value)
+    except UnknownZone as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 @app.command()
 def ingest(
     corpus: Annotated[list[Path], typer.Argument(help="Corpus directories or files.")],
     db: DbOption,
-    tz: Annotated[str, typer.Option(help="Zone of times that carry none (IANA name).")]
-    = "UTC",
+    tz: Annotated[str | None, typer.Option(
+        callback=_zone_option,
+        help="Zone of times that carry none: an IANA name (America/Los_Angeles) or UTC. "
+        "Default: inferred from the times that carry a zone (RFC 3339 offsets, UTC "
+        "collector stamps against local ones, job starts); UTC when none do; ingest "
+        "stops and names the candidates when the corpus is ambiguous.")]
+    = None,
     year: Annotated[int | None, typer.Option(help="Year for syslog lines without one "
                                              "(default: inferred from the corpus).")]
     = None,
-    run: Annotated[str | None, typer.Option(help="Build interruptions for this run "
-                                            "only (default: every run).")] = None,
+    run: Annotated[str | None, typer.Option(help="Rebuild this run's interruptions "
+                                            "only, keeping every other run's (its name or "
+                                            "job name; default: every run).")] = None,
     overrides: Annotated[Path | None, typer.Option(
-        help="CSV interruption_id,component,note: operator corrections that win over "
-        "the classifiers.", dir_okay=False)] = None,
+        help="CSV interruption_id,component,note: operator corrections, stored in the "
+        "database and kept across later ingests (see faultline overrides).",
+        dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
     workers: Annotated[int, typer.Option(min=1, help="Worker processes "
                                          "(Beam multi-process mode when > 1).")] = 1,
@@ -167,6 +186,18 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())
+    if summary.zone_warning:
+        err.print(f"[yellow]warning:[/] {escape(summary.zone_warning)}")
+    if (runs_line := summary.runs_line()) is not None:
+        typer.echo(runs_line)
+    if summary.overrides_changed:
+        err.print(f"{summary.overrides_changed} overrides added or changed from the file; "
+                  "they are kept until faultline overrides remove")
+    if summary.overrides_unknown:
+        err.print(f"[yellow]warning:[/] {len(summary.overrides_unknown)} overrides name no "
+                  "interruption (kept; see faultline overrides list): "
+                  + ", ".join(summary.overrides_unknown[:10])
+                  + (" ..." if len(summary.overrides_unknown) > 10 else ""))
     if summary.problems:
         err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
                   "or were not followed; files.problem says why for each")
@@ -187,8 +218,9 @@ def report(
     html: Annotated[Path | None, typer.Option(
         help="Also write a self-contained HTML report with charts to this file "
         "(missing parent directories are created).", dir_okay=False)] = None,
-    run: Annotated[str | None, typer.Option(help="Run to report (default: the one with "
-                                            "the most interruptions).")] = None,
+    run: Annotated[str | None, typer.Option(help="Run to report, by name or job name "
+                                            "(default: the one with the most "
+                                            "interruptions).")] = None,
 ) -> None:
     """Print the root-cause breakdown (Table 5 for your cluster); with --html, also
     write the charts page (its path is printed on stderr, so stdout stays the report)."""
@@ -224,17 +256,18 @@ def explain(
     interruption_id: Annotated[str, typer.Argument(help="An interruption_id.")],
 ) -> None:
     """Show the evidence chain behind one interruption's root cause."""
-    from faultline import report as rep
+    from faultline import explain as ex
+    from faultline.report import ReportError
 
     con = _open_read(db)
     try:
-        data = rep.explain(con, interruption_id)
-    except rep.ReportError as exc:
+        data = ex.explain(con, interruption_id)
+    except ReportError as exc:
         err.print(f"[bold red]faultline explain:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
-    rep.render_explain(data, Console())
+    ex.render_explain(data, Console())
 
 
 @app.command()
@@ -273,7 +306,7 @@ def simulate(
     from faultline.simulate.layouts import get_layout
 
     try:
-        load_preset(preset)
+        zone = load_preset(preset).tz
         get_layout(layout)
     except ValueError as exc:
         err.print(f"[bold red]faultline simulate:[/] {exc}")
@@ -291,7 +324,8 @@ def simulate(
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "
                f"{100 * result.effective_training_time:.1f}%, {result.seconds:.1f} s -> "
-               f"{out}/corpus (truth in {out}/truth)")
+               f"{out}/corpus (truth in {out}/truth); times without a zone are in "
+               f"{zone} (ingest infers it, or pass --tz {zone})")
 
 
 @app.command()
@@ -313,6 +347,16 @@ def demo() -> None:
     rep.render_table(data, Console())
     typer.echo(f"database: {db} (try: faultline explain --db {db.name} <interruption_id>)")
     typer.echo(f"HTML report: {html} (open it in a browser)")
+
+
+def _add_overrides_app() -> None:
+    """``faultline overrides add|list|remove`` lives in its own module."""
+    from faultline.overrides_cli import app as overrides_app
+
+    app.add_typer(overrides_app, name="overrides")
+
+
+_add_overrides_app()
 
 
 class _QuietBeamImports(logging.Filter):

@@ -1,6 +1,6 @@
-"""The breakdown table and the evidence chain, as data first and text second.
+"""The breakdown table, as data first and text second (explain: :mod:`faultline.explain`).
 
-``breakdown()`` and ``explain()`` read the database and return plain dicts; the render
+``breakdown()`` reads the database and returns a plain dict; the render
 functions turn those into a rich table, Markdown, CSV or JSON. The published Llama 3
 table is shown beside a cluster's own as printed, with the percentages recomputed from
 its counts: the printed table does not add up, and the report says so.
@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from faultline.schemas.taxonomy import load_taxonomy
@@ -36,13 +37,22 @@ def main_run(con: duckdb.DuckDBPyConnection) -> str:
 
 def breakdown(con: duckdb.DuckDBPyConnection, run: str | None = None,
               compare: str | None = None) -> dict[str, Any]:
-    run = run or main_run(con)
+    """One run's breakdown. ``run`` is a stored run name or, when unambiguous, a job
+    name; the result also says how many interruptions the other runs have, so its
+    count is never mistaken for the database's (which ingest's summary gives)."""
+    from faultline.runs import RunError, interruption_counts, resolve
+
+    if run is None:
+        run = main_run(con)
+    else:
+        try:
+            run = resolve(con, run)
+        except RunError as exc:
+            raise ReportError(str(exc)) from exc
     rows = con.execute("""
         SELECT component, category, interruptions, percent FROM breakdown
         WHERE run = ? ORDER BY sort_order
     """, [run]).fetchall()
-    if not rows:
-        raise ReportError(f"no run named {run!r}")
     ett = con.execute("SELECT * FROM effective_training_time WHERE run = ?", [run]
                       ).fetchall()
     cols = [d[0] for d in con.description] if ett else []
@@ -60,9 +70,52 @@ def breakdown(con: duckdb.DuckDBPyConnection, run: str | None = None,
         "downtime_hours": (totals.get("downtime_seconds") or 0) / 3600,
         "lost_hours": (totals.get("lost_seconds") or 0) / 3600,
     }
+    out["runs"] = [{"run": r, "interruptions": n} for r, n in interruption_counts(con)]
+    out["overrides"] = run_overrides(con, run)
     if compare:
         out["published"] = published(compare)
     return out
+
+
+def run_overrides(con: duckdb.DuckDBPyConnection, run: str) -> list[dict[str, Any]]:
+    """The operators' overrides applied to ``run``'s interruptions (an older database
+    without the ``overrides`` table has none)."""
+    if "overrides" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
+        return []
+    rows = con.execute("""
+        SELECT o.interruption_id, o.component, o.note, o.created_by, o.created_at
+        FROM overrides o JOIN interruptions i USING (interruption_id)
+        WHERE i.run = ? ORDER BY o.created_at, o.interruption_id
+    """, [run]).fetchall()
+    return [dict(zip(("interruption_id", "component", "note", "created_by", "created_at"),
+                     r, strict=True)) for r in rows]
+
+
+def _scope_line(data: dict[str, Any]) -> str | None:
+    """Which of the database's interruptions the table counts, when there are others."""
+    others = [r for r in data.get("runs", []) if r["run"] != data["run"]]
+    if not others:
+        return None
+    total = sum(r["interruptions"] for r in data["runs"])
+    listed = ", ".join(f"{r['interruptions']} in {r['run']}" for r in others[:5])
+    more = f" and {len(others) - 5} more runs" if len(others) > 5 else ""
+    return (f"run {data['run']} only: {data['total']} of the database's {total} "
+            f"interruptions; other runs: {listed}{more} (report --run NAME)")
+
+
+def _override_lines(data: dict[str, Any]) -> list[str]:
+    return [f"override {o['interruption_id']}: {o['component']} (by {o['created_by']}, "
+            f"{_when(o['created_at'])}){': ' + o['note'] if o['note'] else ''}"
+            for o in data.get("overrides", [])]
+
+
+def _when(ts: Any) -> str:
+    """A stored time as UTC minutes."""
+    import datetime as dt
+
+    if ts is None:
+        return "-"
+    return f"{ts.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def published(name: str) -> dict[str, Any]:
@@ -121,13 +174,19 @@ def render_table(data: dict[str, Any], console: Console) -> None:
         t.add_row(*cells)
     console.print(t)
     console.print(_totals_line(data))
+    if (scope := _scope_line(data)) is not None:
+        console.print(scope)
+    for line in _override_lines(data):
+        console.print(f"[cyan]{escape(line)}[/]")
     for note in data.get("published", {}).get("notes", []):
         console.print(f"[yellow]note:[/] {note}")
 
 
 def _totals_line(data: dict[str, Any]) -> str:
     parts = [f"{data['unexpected']} unexpected + {data['planned']} planned = "
-             f"{data['total']} interruptions"]
+             f"{data['total']} interruptions"
+             + ("" if data["rows"] else f" (every attempt of run {data['run']} ended "
+                "without interrupting it)")]
     if data.get("failures_per_day") is not None:
         parts.append(f"{data['failures_per_day']:.2f} unexpected per day over "
                      f"{data['days']:.1f} days")
@@ -159,6 +218,10 @@ def render_markdown(data: dict[str, Any]) -> str:
                      f"{_fmt(p['percent_recomputed'])} |" if p else " | | |")
         lines.append(line)
     lines += ["", _totals_line(data)]
+    if (scope := _scope_line(data)) is not None:
+        lines += ["", scope]
+    if data.get("overrides"):
+        lines += ["", "Operator overrides:", ""] + [f"- {x}" for x in _override_lines(data)]
     lines += [f"- {n}" for n in data.get("published", {}).get("notes", [])]
     return "\n".join(lines) + "\n"
 
@@ -185,65 +248,3 @@ def render_csv(data: dict[str, Any]) -> str:
 
 def render_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
-
-
-# --- explain -----------------------------------------------------------------------
-
-def explain(con: duckdb.DuckDBPyConnection, interruption_id: str) -> dict[str, Any]:
-    rows = con.execute("SELECT * FROM interruptions WHERE interruption_id = ?",
-                       [interruption_id]).fetchall()
-    if not rows:
-        raise ReportError(f"no interruption {interruption_id!r}")
-    cols = [d[0] for d in con.description]
-    head = dict(zip(cols, rows[0], strict=True))
-    ev = con.execute("""
-        SELECT x.role, e.ts, e.host, e.kind, e.xid, e.gpu_index, e.message, e.path,
-               e.line_no, e.event_id
-        FROM interruption_evidence x JOIN events e USING (event_id)
-        WHERE x.interruption_id = ? AND x.role <> 'symptom'
-        ORDER BY CASE x.role WHEN 'root' THEN 0 WHEN 'corroborating' THEN 1
-                 WHEN 'contradicting' THEN 2 ELSE 3 END, e.ts
-    """, [interruption_id]).fetchall()
-    evidence = [dict(zip(("role", "ts", "host", "kind", "xid", "gpu_index", "message",
-                          "path", "line_no", "event_id"), r, strict=True)) for r in ev]
-    symptoms = con.execute("""
-        SELECT e.host, e.kind, count(*) FROM interruption_evidence x
-        JOIN events e USING (event_id)
-        WHERE x.interruption_id = ? AND x.role = 'symptom'
-        GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2
-    """, [interruption_id]).fetchall()
-    return {"interruption": head, "evidence": evidence,
-            "symptoms": [{"host": h, "kind": k, "count": n} for h, k, n in symptoms]}
-
-
-def render_explain(data: dict[str, Any], console: Console) -> None:
-    i = data["interruption"]
-    console.print(f"[bold]{i['interruption_id']}[/]  run {i['run']}  job {i['job_id']}  "
-                  f"failed at {i['failed_at']}")
-    kind = "planned" if i["planned"] else "unexpected"
-    console.print(f"root cause: [bold]{i['component']}[/] ({i['category']}, {kind}); "
-                  f"signal family {i['signal_family'] or '-'}; decided by "
-                  f"{i['rule_id']} with confidence {i['confidence']:.2f}")
-    culprit = i["culprit_host"] or "-"
-    if i["culprit_gpu"] is not None:
-        culprit += f" GPU {i['culprit_gpu']}"
-    if i["culprit_gpu_serial"]:
-        culprit += f" (serial {i['culprit_gpu_serial']})"
-    console.print(f"culprit: {culprit}; lost work {_fmt(i['lost_seconds'], '.0f')} s; "
-                  f"downtime {_fmt(i['downtime_seconds'], '.0f')} s")
-    for e in data["evidence"]:
-        console.print(f"  [{_ROLE_STYLE.get(e['role'], '')}]{e['role']:<13}[/] {e['ts']} "
-                      f"{e['host'] or '-'} {e['kind']}: {e['message'][:160]}")
-        console.print(f"  {'':13} [dim]{e['path']}:{e['line_no']}[/]")
-    if data["symptoms"]:
-        by_host: dict[str, int] = {}
-        for s in data["symptoms"]:
-            by_host[s["host"] or "-"] = by_host.get(s["host"] or "-", 0) + s["count"]
-        total = sum(by_host.values())
-        top = sorted(by_host.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
-        console.print(f"symptoms: {total} events on {len(by_host)} hosts; most on "
-                      + ", ".join(f"{h} ({n})" for h, n in top))
-
-
-_ROLE_STYLE = {"root": "bold red", "corroborating": "green", "contradicting": "yellow",
-               "history": "dim"}

@@ -24,6 +24,7 @@ import duckdb
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
+from faultline import runs
 from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
@@ -35,6 +36,7 @@ from faultline.pipeline.sniff import path_hint
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
+from faultline.pipeline.tzevidence import decide_zone
 from faultline.schemas.ddl import SchemaMismatch
 
 # A host whose job logs start this much earlier or later than the other hosts' (median
@@ -62,13 +64,37 @@ class IngestSummary:
     problems: int = 0  # files with files.problem set (unreadable, cut, not followed...)
     # (host, seconds ahead of the cluster, jobs compared) for clocks that disagree
     skewed_clocks: list[tuple[str, float, int]] = field(default_factory=list)
+    zone_note: str = ""  # which zone zone-less times were read in, and why
+    zone_warning: str | None = None  # --tz given against the corpus's evidence
+    # (run, interruptions) over every run in the database: ``interruptions`` is their sum
+    by_run: list[tuple[str, int]] = field(default_factory=list)
+    rebuilt_run: str | None = None  # the run --run named (stored name), if any
+    rebuilt: int = 0  # interruptions built by this ingest (all of them without --run)
+    overrides_changed: int = 0  # rows the --overrides file added or changed
+    overrides_unknown: list[str] = field(default_factory=list)  # ids of no interruption
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+        # the zone goes last, inside the parentheses: the counts keep their places
+        phases = "; ".join(p for p in (phases, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
                 + (f" ({phases})" if phases else ""))
+
+    def runs_line(self) -> str | None:
+        """Which runs the interruption count covers (report shows one run at a time),
+        or None when there is only one run and nothing to tell apart."""
+        if self.rebuilt_run is None and len(self.by_run) <= 1:
+            return None
+        runs = ", ".join(f"{n} in {r}" for r, n in self.by_run[:10])
+        if len(self.by_run) > 10:
+            runs += f", {sum(n for _r, n in self.by_run[10:])} in {len(self.by_run) - 10} more"
+        head = (f"interruptions: {self.rebuilt} rebuilt for run {self.rebuilt_run} only, "
+                f"other runs kept; {self.interruptions} in all runs"
+                if self.rebuilt_run is not None
+                else f"interruptions: {self.interruptions} in all runs")
+        return f"{head} ({runs or 'none'}); faultline report shows one run (--run NAME)"
 
 
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
@@ -166,7 +192,7 @@ def corpus_hosts(paths: list[str], tz: str) -> frozenset[str]:
     return hostpath.known_hosts(node_lists, names)
 
 
-def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = None,
+def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
@@ -181,13 +207,17 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     interruptions rebuilt in one DuckDB transaction, so a run killed at any point
     leaves the database as the last complete run left it (the next run redoes the
     work), and two runs on one database never interleave (:func:`exclusive`).
+    ``tz`` None: the zone of zone-less times is inferred from the corpus, and an
+    ambiguous corpus stops before anything is written (:mod:`...tzevidence`).
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
+    from faultline.classifiers import overrides as ov
 
     t0 = time.perf_counter()
     for root in corpus:
         if not root.exists():
             raise IngestError(f"{root}: no such file or directory")
+    corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
     db = db.resolve()
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -199,10 +229,13 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
     with exclusive(db):
         skipped: list[tuple[str, str]] = []
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
+        zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
+        if zone.error:
+            raise IngestError(zone.error)
         try:
-            settings = IngestSettings(tz=tz, year=year,
-                                      window=None if year else corpus_window(paths, tz),
-                                      known_hosts=corpus_hosts(paths, tz),
+            settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
+                                      window=None if year else corpus_window(paths, zone.zone),
+                                      known_hosts=corpus_hosts(paths, zone.zone),
                                       host_from_path=host_from_path, json_fields=json_fields)
         except ValueError as exc:
             raise IngestError(str(exc)) from exc
@@ -222,11 +255,16 @@ def ingest(corpus: list[Path], db: Path, *, tz: str = "UTC", year: int | None = 
             with fdb.transaction(con):
                 changed = load_shards(con, staging.local) if todo else 0
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
-                n = interruptions.rebuild(con, run=run, overrides=overrides)
+                n_overrides = ov.put(con, corrections)
+                stored_run = runs.resolve(con, run) if run is not None else None
+                n = interruptions.rebuild(con, run=stored_run)
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
-            summary.new_files, summary.interruptions = changed, n
+            summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
+            summary.overrides_changed = n_overrides
+            summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
+            summary.zone_note, summary.zone_warning = zone.note, zone.warning
         finally:
             con.close()
         staging.clear()
@@ -283,8 +321,9 @@ def _summary(con, seconds: float) -> IngestSummary:
         "SELECT host, skew_seconds, jobs FROM host_clock_offsets "
         "WHERE abs(skew_seconds) > ? AND jobs >= ? ORDER BY abs(skew_seconds) DESC, host",
         [SKEW_WARN_S, SKEW_MIN_JOBS]).fetchall()
-    return IngestSummary(files, int(lines), events, rejects, 0, seconds, 0,
-                         problems=problems, skewed_clocks=skewed)
+    by_run = runs.interruption_counts(con)
+    return IngestSummary(files, int(lines), events, rejects, sum(n for _r, n in by_run),
+                         seconds, 0, problems=problems, skewed_clocks=skewed, by_run=by_run)
 
 
 def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None

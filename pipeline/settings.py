@@ -40,6 +40,7 @@ class IngestSettings:
     # (start, end) in epoch microseconds of the corpus, from the job records: syslog
     # lines without a year are placed inside it
     window: tuple[int, int] | None = None
+    tz_how: str = "given"  # "given" (--tz), "inferred" from the corpus, "assumed" UTC
     # host names the job records and hosts.csv know: a path component
     # naming one of them gives a file its host (see faultline.pipeline.hostpath)
     known_hosts: frozenset[str] = frozenset()
@@ -61,11 +62,14 @@ class IngestSettings:
         """What a file's rows depend on besides its bytes: the zone, the year, and the
         parsing code itself. Stored per file (``files.parsed_with``): a re-run skips a
         file only when its size, mtime and this fingerprint are unchanged, so changing
-        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. The
+        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. A zone
+        faultline inferred or assumed says so (``tz=America/Los_Angeles (inferred)``). The
         year-inference window and the known hosts are left out on purpose: new sacct
         dumps change them on every incremental run, and a file already placed keeps its
         year and host."""
-        base = f"faultline {__version__}+{_code_hash()}; tz={self.tz}; year={self.year or '-'}"
+        how = "" if self.tz_how == "given" else f" ({self.tz_how})"
+        base = (f"faultline {__version__}+{_code_hash()}; tz={self.tz}{how}; "
+                f"year={self.year or '-'}")
         if self.host_from_path:
             base += f"; host_from_path={self.host_from_path}"
         if self.json_fields:

@@ -354,9 +354,26 @@ TEXT_PREDICTIONS = Table(
     ),
 )
 
+OVERRIDES = Table(
+    name="overrides",
+    row="operator's correction of a root cause",
+    key=("interruption_id",),
+    columns=(
+        Column("interruption_id", S, "The interruption corrected (kept even while no "
+               "interruption has this id: a later ingest may bring it back)."),
+        Column("component", S, "Component the operator says caused it (a Table 5 name, "
+               "Planned Maintenance or Unattributed)."),
+        Column("note", S, "Why, in the operator's words (may be empty)."),
+        Column("created_at", TS, "When the override was added or last changed (UTC)."),
+        Column("created_by", S, "Who added it: the login name (extension)."),
+        Column("origin", S, "Where it came from: 'cli' or the overrides file's path "
+               "(extension)."),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG, TEXT_PREDICTIONS,
+    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES,
 )
 
 

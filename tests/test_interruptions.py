@@ -157,8 +157,13 @@ def test_overrides_win_and_survive_reingest(sample_db, tmp_path):
             comp, rule = con.execute("SELECT component, rule_id FROM interruptions WHERE "
                                      "interruption_id = ?", [iid]).fetchall()[0]
         assert (comp, rule) == ("Power Supply", "override")
-    _ingest(root / "corpus", db)  # without the file the classifiers decide again
+    _ingest(root / "corpus", db)  # stored in the database: kept without the file
     with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT component FROM interruptions WHERE interruption_id = ?",
+                           [iid]).fetchall()[0][0] == "Power Supply"
+    r = runner.invoke(app, ["overrides", "remove", "--db", str(db), iid])
+    assert r.exit_code == 0, r.output
+    with duckdb.connect(str(db), read_only=True) as con:  # the classifiers decide again
         assert con.execute("SELECT component FROM interruptions WHERE interruption_id = ?",
                            [iid]).fetchall()[0][0] == "SSD"
 

@@ -37,6 +37,8 @@ def gather(con: duckdb.DuckDBPyConnection, run: str | None = None) -> dict[str, 
         "culprit_hosts": _culprit_hosts(con, run),
         "culprit_gpus": _culprit_gpus(con, run),
         "comparison": comparison(summary),
+        "overrides": [{**o, "at": rep._when(o["created_at"])}
+                      for o in summary.get("overrides", [])],
     }
 
 
