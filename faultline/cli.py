@@ -297,8 +297,9 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same bytes).")] = 0,
     layout: Annotated[str, typer.Option(
         help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
-             "dmesg), central-syslog (one syslog for every host), journal-json "
-             "(journalctl -o json per host).")] = "canonical",
+             "dmesg), central-syslog (one syslog for every host), rsyslog-tree (per-host "
+             "files of a central server), journal-json (journalctl -o json per host).")]
+    = "canonical",
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation

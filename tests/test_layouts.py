@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -17,7 +18,7 @@ from faultline.pipeline.run import ingest
 from faultline.pipeline.text import count_lines, decode, split_lines
 from faultline.simulate.layouts import LAYOUTS, get_layout
 
-OTHER = ("varlog", "central-syslog", "journal-json")
+OTHER = ("varlog", "central-syslog", "rsyslog-tree", "journal-json")
 
 
 def _simulate(out: Path, layout: str) -> Path:
@@ -83,6 +84,11 @@ def test_layouts_put_files_where_they_say(layouts):
     central = layouts["central-syslog"] / "corpus"
     assert [p.name for p in (central / "syslog").iterdir()] == ["messages"]
     assert list(central.glob("inventory/*/sel.txt"))
+    tree = layouts["rsyslog-tree"] / "corpus" / "rsyslog"
+    no_host = [p for p in tree.glob("*/kern.log")
+               if all(re.match(r"[A-Z][a-z]{2} [ \d]\d [\d:]{8} (?:kernel|[\w.-]+\[\d+\]): ", ln)
+                      for ln in _lines(p)[:20])]
+    assert no_host  # "Dec 29 06:00:45 kernel: [...] ...": the host only in the path
     journal = sorted((layouts["journal-json"] / "corpus" / "journal").glob("*.json"))
     first = json.loads(_lines(journal[0])[0])
     assert {"__REALTIME_TIMESTAMP", "_HOSTNAME", "MESSAGE", "_BOOT_ID"} <= set(first)

@@ -90,13 +90,16 @@ def _boot_lines(t: float, driver: str, host: Host) -> list[tuple[float, str, str
 
 # Shapes that carry kernel lines only (no syslog tags), like dmesg's ring buffer.
 KERNEL_RING = frozenset({"dmesg_t", "dmesg"})
+# RFC 3164 without the host field (``Jul  1 12:00:00 kernel: [secs] msg``): journalctl
+# --no-hostname, rsyslog templates that leave the host to the file's path
+NO_HOST = "rfc3164_nohost"
 
 
 def render_prefix(shape: str, ts: np.ndarray, zone: ZoneInfo,
                   uptimes: np.ndarray | None = None) -> list[str]:
     if shape == "rfc3339":
         return timefmt.rfc3339(ts, zone)
-    if shape == "rfc3164":
+    if shape in ("rfc3164", NO_HOST):
         return timefmt.rfc3164(ts, zone)
     if shape in ("dmesg", "journal_json"):  # seconds since boot (journal: its monotonic)
         up = uptimes if uptimes is not None else np.zeros(len(ts))
@@ -201,10 +204,11 @@ def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone
             elif shape in KERNEL_RING:
                 line = f"{pre} {text}"
             elif tag == "kernel":
-                stamp = f"[{max(up, 0.0):12.6f}] " if shape == "rfc3164" else ""
-                line = f"{pre} {name} kernel: {stamp}{text}"
+                stamp = f"[{max(up, 0.0):12.6f}] " if shape in ("rfc3164", NO_HOST) else ""
+                who = "" if shape == NO_HOST else f" {name}"
+                line = f"{pre}{who} kernel: {stamp}{text}"
             else:
-                line = f"{pre} {name} {tag}: {text}"
+                line = f"{pre}{'' if shape == NO_HOST else ' ' + name} {tag}: {text}"
             if marker is None:
                 yield line
             else:
@@ -238,5 +242,6 @@ def _one_line(shape: str, t: float, boot_times: np.ndarray, zone: ZoneInfo, host
     if shape == "journal_json":
         return journal_json(t, t - b_t, _boot_id(host, b_t), name, "kernel", text).encode()
     pre = render_prefix(shape, np.array([t]), zone, np.array([t - b_t]))[0]
-    who = "" if shape in KERNEL_RING else f" {name} kernel:"
+    who = ("" if shape in KERNEL_RING else " kernel:" if shape == NO_HOST
+           else f" {name} kernel:")
     return f"{pre}{who} ".encode() + text

@@ -141,6 +141,22 @@ def _line_time(line: bytes, year: int, last_month: int, zone: Any
     return t.timestamp(), year, month
 
 
+# -- rsyslog-tree: a central server's per-host files -------------------------------------------
+
+def _rsyslog_shape(shape: str) -> str:
+    # the dmesg -T hosts' forwarder leaves out the host field: the path says it
+    return "rfc3164_nohost" if shape == "dmesg_t" else shape
+
+
+def _rsyslog_route(rel: str, source: str, host: str | None) -> str:
+    if host is None or not rel.startswith("hosts/"):
+        return rel
+    if source == "kernel":
+        name = _name(rel)
+        return f"rsyslog/{host}/{'kern.log' if name == 'dmesg.txt' else name}"
+    return f"inventory/{host}/{_name(rel)}"
+
+
 # -- journal-json: journalctl -o json per host -------------------------------------------------
 
 def _journal_shape(_shape: str) -> str:
@@ -164,6 +180,10 @@ LAYOUTS: dict[str, Layout] = {
         Layout("central-syslog", "every host's kernel log in one central syslog/messages, "
                "interleaved by time (host from the line); SEL and inventory under "
                "inventory/<host>/", _central_shape, _central_route, _interleave_central),
+        Layout("rsyslog-tree", "a central rsyslog tree: rsyslog/<host>/kern.log* (the host "
+               "from the path, a host the job records know; the dmesg -T hosts' lines carry "
+               "no host field); SEL and inventory under inventory/<host>/",
+               _rsyslog_shape, _rsyslog_route),
         Layout("journal-json", "journalctl -o json per host in journal/<host>.json; SEL and "
                "inventory under inventory/<host>/", _journal_shape, _journal_route),
     )
