@@ -190,6 +190,9 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
     - ``same_record``: the same kernel record, with the same microsecond uptime and
       kind on the same host, appears in a timed file (syslog ``kernel: [secs]``, journal
       JSON with ``__MONOTONIC_TIMESTAMP``): boot = its time minus its uptime (median);
+    - ``same_message``: two or more kernel messages of the boot (not boot banners), each
+      found once in the boot and once among the host's timed lines (``dmesg -T``, a
+      syslog without ``[secs]``), agree on the boot within 2 s: boot = their median;
     - ``slurmctld``: a boot of the file that starts in it (a ``boot`` event within 120 s
       of uptime 0) paired with Slurm's ``unexpectedly rebooted boot_time=`` for that
       host, only when the host's boots in the file and Slurm's boot times are equally
@@ -207,7 +210,7 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE OR REPLACE TEMP TABLE boot_anchor AS
         WITH un AS (
-            SELECT path, host, kind, CAST(attrs->>'boot_seq' AS INTEGER) AS seg,
+            SELECT path, host, kind, message, CAST(attrs->>'boot_seq' AS INTEGER) AS seg,
                    CAST(attrs->>'uptime_us' AS BIGINT) AS up
             FROM events
             WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND host IS NOT NULL
@@ -220,6 +223,21 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
             SELECT un.path, un.seg, CAST(median(timed.ts - timed.up) AS BIGINT) AS boot_us
             FROM un JOIN timed USING (host, kind, up)
             GROUP BY ALL
+        ), msg_timed AS (  -- a host's timed kernel messages that occur once
+            SELECT host, kind, message, any_value(epoch_us(ts)) AS ts
+            FROM events
+            WHERE source = 'kernel' AND ts IS NOT NULL AND attrs->>'boot_seq' IS NULL
+              AND ts_quality <> 'inherited' AND host IS NOT NULL AND kind <> 'boot'
+            GROUP BY ALL HAVING count(*) = 1
+        ), msg_un AS (
+            SELECT path, seg, host, kind, message, any_value(up) AS up
+            FROM un WHERE kind <> 'boot'
+            GROUP BY ALL HAVING count(*) = 1
+        ), same_message AS (  -- two or more such messages agree on the boot
+            SELECT u.path, u.seg, CAST(median(m.ts - u.up) AS BIGINT) AS boot_us
+            FROM msg_un u JOIN msg_timed m USING (host, kind, message)
+            GROUP BY ALL
+            HAVING count(*) >= 2 AND max(m.ts - u.up) - min(m.ts - u.up) <= 2000000
         ), starts AS (  -- boots that start inside the file, in order
             SELECT path, host, seg,
                    row_number() OVER (PARTITION BY path ORDER BY seg) AS n,
@@ -240,8 +258,12 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
         )
         SELECT path, seg, boot_us FROM same_record
         UNION ALL
+        SELECT path, seg, boot_us FROM same_message
+        WHERE (path, seg) NOT IN (SELECT (path, seg) FROM same_record)
+        UNION ALL
         SELECT path, seg, boot_us FROM from_slurm
         WHERE (path, seg) NOT IN (SELECT (path, seg) FROM same_record)
+          AND (path, seg) NOT IN (SELECT (path, seg) FROM same_message)
     """)
     con.execute(f"""
         UPDATE events SET ts = TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(

@@ -143,6 +143,15 @@ def test_plain_dmesg_is_anchored_by_the_corpus(tmp_path):
         f"Dec 30 10:00:00 node1 kernel: [24128.828315] {XID32}"])
     # node2: its boot starts in the file and Slurm says when it booted
     _write(c, "node2/var/log/dmesg", [f"[    0.000000] {LINUX}", f"[  100.000000] {XID32}"])
+    # node4: the same messages in its dmesg -T (no uptime there, seconds only)
+    xid43 = ("NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, "
+             "Ch 00000008")  # akash-network/support#244 (dmesg -T capture)
+    _write(c, "node4/var/log/dmesg", [f"[ 5000.250000] {XID32}", f"[ 5068.250000] {xid43}"])
+    _write(c, "node4/var/log/dmesg-T.txt", [f"[Mon Dec 30 10:00:00 2024] {XID32}",
+                                             f"[Mon Dec 30 10:01:08 2024] {xid43}"])
+    # node5: one message only: not enough to anchor by text
+    _write(c, "node5/var/log/dmesg", [f"[ 5000.250000] {XID32}"])
+    _write(c, "node5/var/log/dmesg-T.txt", [f"[Mon Dec 30 10:00:00 2024] {XID32}"])
     # node3: one boot in the file, two in Slurm's log: which one is unknown
     _write(c, "node3/var/log/dmesg", [f"[    0.000000] {LINUX}", f"[  200.000000] {XID32}"])
     _write(c, "slurm/slurmctld.log", [
@@ -156,14 +165,18 @@ def test_plain_dmesg_is_anchored_by_the_corpus(tmp_path):
     db = tmp_path / "a.duckdb"
     ingest([c], db, year=2024)
     q = ("SELECT host, ts_quality, epoch_us(ts) FROM events WHERE kind = 'xid' "
-         "AND path LIKE '%/dmesg' ORDER BY host")
+         "AND path LIKE '%/dmesg' ORDER BY host, line_no")
     with duckdb.connect(str(db), read_only=True) as con:
         got = con.execute(q).fetchall()
         syslog_ts, = con.execute("SELECT epoch_us(ts) FROM events WHERE kind = 'xid' "
                                  "AND path LIKE '%kern.log'").fetchone()
+    boot4 = 1735552800_000000 - 5000_250000  # both messages say so
     assert got == [("node1", "boot_relative", syslog_ts),
                    ("node2", "boot_relative", 1735478198_000000 + 100_000_000),
-                   ("node3", "untimed", None)]
+                   ("node3", "untimed", None),
+                   ("node4", "boot_relative", boot4 + 5000_250000),
+                   ("node4", "boot_relative", boot4 + 5068_250000),
+                   ("node5", "untimed", None)]
     ingest([c], db, year=2024)  # a re-run changes nothing
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute(q).fetchall() == got
