@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -22,7 +22,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from faultline.classifiers import memo, signals
+from faultline.classifiers import causes, memo, signals
+from faultline.classifiers.culprits import WATCHDOG_JOIN, Inventory, Watchdog, placement, straggler
 from faultline.classifiers.signals import Rule
 from faultline.db import transaction
 from faultline.pipeline.hostlist import try_expand_hostlist
@@ -67,6 +68,8 @@ class Decision:
     culprit_host: str | None = None
     culprit_gpu: int | None = None
     culprit_serial: str | None = None
+    surfaced_host: str | None = None  # where the root was logged (any component)
+    surfaced_gpu: int | None = None
     evidence: dict[str, str] = field(default_factory=dict)  # event_id -> role
 
 
@@ -183,26 +186,28 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
         a = json.loads(attrs) if attrs else {}
         cands[iid].append(Candidate(eid, ts / 1e6, host, kind, xid, msg, a, gi, gs, dev))
     watchdog_hosts = dict(con.execute(f"""
-        SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {_WATCHDOG_JOIN} GROUP BY w.iid
+        SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {WATCHDOG_JOIN} GROUP BY w.iid
     """).fetchall())
     texts = _classify_texts(con, cands, retain)
     progress = _progress(con, windows)
+    inventory = Inventory.load(con)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
         failed = cur[3] / 1e6
         hosts = try_expand_hostlist(cur[5] or "")
-        watchdog = _Watchdog(con, iid, watchdog_hosts.get(iid, 0))
+        watchdog = Watchdog(con, iid, watchdog_hosts.get(iid, 0))
         d = decide(cands.get(iid, []), watchdog, hosts, failed, cur, texts, resolver)
         if iid in overrides:
             comp, _note = overrides[iid]
             d.component, d.rule_id, d.confidence = comp, "override", 1.0
         lost, down = progress.get(iid, (None, None))
+        where = placement(d.component, d.culprit_host, d.culprit_gpu, d.culprit_serial,
+                          d.surfaced_host, d.surfaced_gpu, inventory, failed)
         out_rows.append({
             "interruption_id": iid, "run": cur[0], "job_id": cur[1],
             "failed_at": cur[3], "planned": d.component == PLANNED,
             "component": d.component, "category": tax.category_of(d.component),
-            "signal_family": d.family, "culprit_host": d.culprit_host,
-            "culprit_gpu": d.culprit_gpu, "culprit_gpu_serial": d.culprit_serial,
+            "signal_family": d.family, **where,
             "root_event_id": d.root.event_id if d.root else None, "rule_id": d.rule_id,
             "confidence": round(d.confidence, 4), "lost_seconds": lost,
             "downtime_seconds": down, "taxonomy_version": tax.version,
@@ -225,8 +230,8 @@ def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candid
                     retain: bool = True) -> dict[str, tuple[str, float, str]]:
     """Drain reasons, admin comments and tracebacks through the learned models (or
     their stored answers, :mod:`faultline.classifiers.memo`)."""
-    reasons = {c.event_id: str(c.attrs.get("reason") or c.message) for cs in cands.values()
-               for c in cs if c.kind == "node_drain"}
+    reasons = {c.event_id: r for cs in cands.values() for c in cs
+               if c.kind == "node_drain" and (r := drain_reason(c)) is not None}
     tracebacks = {c.event_id: c.message for cs in cands.values() for c in cs
                   if c.kind == "traceback"}
     out: dict[str, tuple[str, float, str]] = {}
@@ -237,6 +242,23 @@ def _classify_texts(con: duckdb.DuckDBPyConnection, cands: dict[str, list[Candid
     if retain:
         memo.retain(con, used)
     return out
+
+
+def drain_reason(c: Candidate) -> str | None:
+    """The reason text a drain event carries, or None. ``state set to DRAINING`` says
+    that a node is being drained, not why: a state change without a reason is a
+    symptom (or nothing), never text for the models, so it can neither decide nor
+    contradict a root."""
+    reason = c.attrs.get("reason")
+    if reason is not None:
+        text = str(reason).strip()
+        return text if text.lower() not in _NO_REASON else None
+    if "state" in c.attrs:
+        return None
+    return c.message.strip() or None
+
+
+_NO_REASON = frozenset({"", "none", "(null)", "n/a"})  # how Slurm writes "no reason"
 
 
 _PEER = re.compile(r"from peer ([0-9a-fA-F:.]+)")
@@ -283,7 +305,7 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
                                 else None)
         if rule is None:
             continue
-        if c.kind == "xid" and c.xid == 79:
+        if c.xid == 79 and c.kind in ("xid", "gpu_fallen_off_bus"):  # same fault
             seen_79[(c.host, c.device)] = c.ts
         if c.kind == "xid" and c.xid == 119 and any(
                 h == c.host and dev == c.device and 0 <= c.ts - t <= 120
@@ -291,15 +313,24 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
             continue  # GSP cannot answer once the GPU is gone: a consequence of the 79
         ranked.append((rule.tier, c.ts, c, rule))
     # drain reasons written for this failure: on its hosts, after it began to fail
-    drains = [c for c in cands if c.kind == "node_drain" and c.event_id in texts
-              and c.ts >= failed - 300 and (c.host in hosts or not hosts)]
-    if ranked:
-        ranked.sort(key=lambda r: (r[0], r[1], r[2].event_id))
-        tier, _ts, root, rule = ranked[0]
+    mine = [c for c in cands if c.kind == "node_drain" and c.ts >= failed - 300
+            and (c.host in hosts or not hosts)]
+    drains = [c for c in mine if c.event_id in texts]
+    stated = {c.event_id for c in mine if c.event_id not in texts}
+    # what the job's end wrote is no cause while something before it explains the stop
+    dying, late = causes.consequences([(t, ts, c) for t, ts, c, _r in ranked], failed,
+                                      bool(watchdog) or bool(drains), len(hosts))
+    not_roots = dying | late
+    eligible = [r for r in ranked if r[2].event_id not in not_roots]
+    if eligible:
+        eligible.sort(key=lambda r: (r[0], r[1], r[2].event_id))
+        tier, _ts, root, rule = eligible[0]
         d = Decision(rule.component, rule.family, rule.rule_id, rule.confidence, root=root)
         _culprit(d, root, ranked, resolver)
     elif watchdog:
-        d = _straggler(watchdog, hosts)
+        rid, host, gpu = straggler(watchdog, hosts)
+        d = Decision("NCCL Watchdog Timeouts", "NCCL watchdog", rid, 0.6, culprit_host=host,
+                     culprit_gpu=gpu, surfaced_host=host, surfaced_gpu=gpu)
         said = [c for c in drains if c.host == d.culprit_host]
         if said:  # a person looked at the straggler and wrote down why
             label, conf, model = texts[said[0].event_id]
@@ -309,13 +340,25 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
         c = drains[0]
         label, conf, model = texts[c.event_id]
         d = Decision(label, "drain reason", f"text.reason:{model}", conf, root=c,
-                     culprit_host=c.host)
+                     culprit_host=c.host, surfaced_host=c.host)
+    elif dying:  # only the job dying on many hosts: it died of itself, where unknown
+        _t, _ts, root, rule = min((r for r in ranked if r[2].event_id in dying),
+                                  key=lambda r: (r[1], r[2].event_id))
+        d = Decision(rule.component, rule.family, rule.rule_id + ".job_wide",
+                     rule.confidence * 0.7, root=root)
     else:
         return Decision(UNATTRIBUTED, None, "none", 1.0)
+    for c in cands:  # consequences, and drain state changes, are symptoms
+        if c.event_id in not_roots or c.event_id in stated:
+            d.evidence.setdefault(c.event_id, "symptom")
     if d.root is not None:
         d.evidence[d.root.event_id] = "root"
+        if d.surfaced_host is None:
+            d.surfaced_host, d.surfaced_gpu = d.root.host, d.root.gpu_index
         if d.root.kind == "node_drain" and d.culprit_gpu is None:
-            d.culprit_gpu = _gpu_named_in(str(d.root.attrs.get("reason") or d.root.message))
+            d.culprit_gpu = _gpu_named_in(drain_reason(d.root) or "")
+            if d.surfaced_host == d.culprit_host:
+                d.surfaced_gpu = d.culprit_gpu
     d.component = _refine_memory(d, cands)
     # text and other signals either agree with the root or contradict it
     for c in drains:
@@ -344,8 +387,11 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
 
 
 def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> None:
-    d.culprit_host = root.host
-    d.culprit_gpu = root.gpu_index
+    """Where the root points: its host and GPU, the peer an NCCL error names, the node
+    and device a trainer names. (``culprits.placement`` keeps it as the hardware
+    suspect only for a hardware component.)"""
+    d.culprit_host = d.surfaced_host = root.host
+    d.culprit_gpu = d.surfaced_gpu = root.gpu_index
     d.culprit_serial = root.gpu_serial
     if root.kind == "nccl_ib_error":  # the peer that vanished is where the fault is
         m = _PEER.search(root.message)
@@ -364,9 +410,10 @@ def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> No
         dev = re.search(r"\bdevice[:= ]\s*(\d+)", root.message)
         d.culprit_host = resolver.resolve(node.group(1)) if node else root.host
         d.culprit_gpu = int(dev.group(1)) if dev else None
+        d.surfaced_host, d.surfaced_gpu = d.culprit_host, d.culprit_gpu
     if root.kind == "sel_thermal" and d.culprit_gpu is None:
         m = re.search(r"GPU\s*(\d+)", root.message)
-        d.culprit_gpu = int(m.group(1)) if m else None
+        d.culprit_gpu = d.surfaced_gpu = int(m.group(1)) if m else None
     if d.component in ("IO Expansion Board",):
         d.culprit_gpu = d.culprit_serial = None
 
@@ -377,63 +424,6 @@ def _gpu_named_in(text: str) -> int | None:
 
     gpus = entities.extract(text).get("gpu", [])
     return gpus[0] if len(gpus) == 1 else None
-
-
-# NCCL watchdog timeouts of an interruption's own job, from its start to 5 min after
-_WATCHDOG_JOIN = """
-    FROM w JOIN events e
-      ON e.job_id = w.job_id AND epoch_us(e.ts) BETWEEN w.started AND w.failed + 300e6
-    WHERE e.kind = 'nccl_watchdog'"""
-
-
-class _Watchdog(Mapping[str, set[int]]):
-    """Host -> ranks whose NCCL watchdog fired in one interruption, read from the
-    database only when the decision needs them (when nothing else explains the
-    failure). Every rank of a large job writes one: holding them all for every
-    interruption would make memory grow with the size of the cluster times the number
-    of interruptions."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, iid: str, hosts: int) -> None:
-        self._con, self._iid, self._hosts = con, iid, hosts
-        self._ranks: dict[str, set[int]] | None = None
-
-    def _load(self) -> dict[str, set[int]]:
-        if self._ranks is None:
-            self._ranks = defaultdict(set)
-            for host, rank in self._con.execute(
-                    f"SELECT e.host, e.rank {_WATCHDOG_JOIN} AND w.iid = ?",
-                    [self._iid]).fetchall():
-                self._ranks[host].add(rank)
-        return self._ranks
-
-    def __len__(self) -> int:
-        return self._hosts
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __getitem__(self, host: str) -> set[int]:
-        return self._load()[host]
-
-
-def _straggler(watchdog: Mapping[str, set[int]], hosts: list[str]) -> Decision:
-    """Only watchdog timeouts: the ranks that never reported point at the culprit."""
-    reporting = {h: len(r) for h, r in watchdog.items() if h}
-    full = max(reporting.values(), default=0)
-    short = sorted((n, h) for h, n in reporting.items() if n < full)
-    silent = [h for h in hosts if h not in reporting]
-    d = Decision("NCCL Watchdog Timeouts", "NCCL watchdog", "nccl.watchdog_only", 0.6)
-    if len(short) == 1 and not silent:
-        _n, host = short[0]
-        d.culprit_host = host
-        missing = sorted(set(range(min(watchdog[host]) // 8 * 8,
-                                   min(watchdog[host]) // 8 * 8 + full)) - watchdog[host])
-        d.culprit_gpu = missing[0] % 8 if missing else None
-        d.rule_id = "nccl.watchdog_straggler"
-    elif len(silent) == 1 and not short:
-        d.culprit_host = silent[0]
-        d.rule_id = "nccl.watchdog_straggler"
-    return d
 
 
 def _refine_memory(d: Decision, cands: list[Candidate]) -> str:

@@ -120,6 +120,18 @@ RULES: tuple[Rule, ...] = (
        SCHEDULER, 0.55),
     _r("nccl.watchdog", "nccl_watchdog", "NCCL Watchdog Timeouts", "NCCL watchdog",
        WATCHDOG, 0.5),
+    # kernel families added with the rules-as-data files (pipeline/parsers/rules/).
+    # nfs_recovered has no rule on purpose: a recovery ends an outage, it causes none.
+    _r("gpu.nvlink", "nvlink_error", "Faulty GPU", "NVLink", HARDWARE, 0.7),
+    # ACCESS_REG failures flood dmesg on restricted PFs of healthy DGX/GB200 hosts
+    # (gpud infiniband kmsg_matcher.go): they name no component
+    _r("nic.cmd_failed", "nic_cmd_failed", "NIC", "NIC firmware", SOFTWARE, 0.5,
+       r"^(?!.*ACCESS_REG)"),
+    _r("dep.nfs_state", "nfs_error", "Dependency", "NFS", SOFTWARE, 0.7),
+    # the driver resets the queue and goes on: evidence only when nothing says more
+    _r("nic.tx_timeout", "nic_tx_timeout", "NIC", "NIC TX timeout", TRANSPORT, 0.5),
+    _r("host.os_limit", "os_limit", "Host Maintenance", "OS limit", SOFTWARE, 0.6),
+    _r("host.disk_full", "disk_full", "Host Maintenance", "disk full", SOFTWARE, 0.5),
 )
 
 # Xid families whose component the message text refines (NVIDIA catalog WORKFLOW_XID_48).

@@ -140,6 +140,10 @@ def ingest(
     shards: Annotated[str | None, typer.Option(
         help="Where workers write Parquet shards: a path or Beam filesystem URI every "
         "worker can reach (default: next to --db). See docs/scale-out.md.")] = None,
+    rules: Annotated[list[Path] | None, typer.Option(
+        "--rules", help="A site's kernel message rules (TOML, repeatable), tried before "
+        "the built-in ones; see docs/rules.md and 'faultline rules check'.",
+        dir_okay=False)] = None,
     host_from_path: Annotated[str | None, typer.Option(
         help="Regex with a (?P<host>...) group that finds a file's host in its path, "
         "for layouts faultline does not know (tried before the layout and known hosts).")]
@@ -166,9 +170,51 @@ def ingest(
     except ValueError as exc:
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
+    site_rules = _site_rules(rules or [])
     _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            workers=workers, beam_opts=beam_opt or [], shards=shards,
+            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
             host_from_path=host_from_path, json_fields=fields)
+
+def _site_rules(paths: list[Path]) -> tuple[str, ...]:
+    """Validate ``--rules`` files before any work; a malformed one is bad usage (2)."""
+    from faultline.pipeline.parsers.kernel_rules import RuleError, read_rule_files
+
+    try:
+        read_rule_files(paths)
+    except RuleError as exc:
+        err.print(f"[bold red]faultline ingest:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    return tuple(str(p) for p in paths)
+
+
+rules_app = typer.Typer(help="Kernel message rules: the built-in ones and a site's own.",
+                        no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("check")
+def rules_check(
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="Site rules files (TOML); none: the built-in rules.", dir_okay=False,
+        metavar="FILE")] = None,
+) -> None:
+    """Validate rules files and run every example they carry; exit 1 if one fails, 2 if
+    a file cannot be read or is malformed (the message names the entry)."""
+    from faultline.pipeline.parsers.kernel_rules import RuleError
+    from faultline.pipeline.parsers.kernel_rules_check import check_files
+
+    try:
+        report = check_files(files or [])
+    except RuleError as exc:
+        err.print(f"[bold red]faultline rules check:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    for problem in report.problems:
+        err.print(f"[red]FAIL[/] {escape(problem)}")
+    what = ", ".join(map(str, files)) if files else "built-in rules"
+    typer.echo(f"{what}: {report.rules} rules, {report.examples} examples, "
+               f"{report.not_examples} not-examples: "
+               + ("ok" if report.ok else f"{len(report.problems)} problems"))
+    raise typer.Exit(EXIT_OK if report.ok else EXIT_PROBLEMS)
 
 
 def _ingest(corpus: list[Path], db: Path, **kw) -> None:

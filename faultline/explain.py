@@ -102,7 +102,7 @@ def straggler_reasoning(con: duckdb.DuckDBPyConnection, head: dict[str, Any]
     reported = [{"host": h, "ranks": _ranges(sorted(r)), "count": len(r),
                  "short": len(r) < full} for h, r in sorted(ranks.items()) if h]
     missing: list[int] = []
-    culprit = head.get("culprit_host")
+    culprit = head.get("culprit_host") or head.get("surfaced_host")
     if culprit in ranks and ranks[culprit] and len(ranks[culprit]) < full:
         base = min(ranks[culprit]) // 8 * 8  # the host's ranks, 8 GPUs a node
         missing = sorted(set(range(base, base + full)) - ranks[culprit])
@@ -169,14 +169,16 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
                       + "; the evidence below is what the classifiers saw "
                       f"(faultline overrides remove --db DB {i['interruption_id']} to "
                       "let them decide again)")
-    culprit = i["culprit_host"] or "-"
-    if i["culprit_gpu"] is not None:
-        culprit += f" GPU {i['culprit_gpu']}"
-    if i["culprit_gpu_serial"]:
-        culprit += f" (serial {i['culprit_gpu_serial']})"
-    console.print(f"culprit: {escape(culprit)}; lost work "
+    console.print(f"culprit: {escape(_culprit_text(i))}; lost work "
                   f"{_fmt(i['lost_seconds'], '.0f')} s; downtime "
                   f"{_fmt(i['downtime_seconds'], '.0f')} s")
+    if i.get("surfaced_host") and i.get("surfaced_host") != i["culprit_host"]:
+        where = i["surfaced_host"]
+        if i.get("surfaced_gpu") is not None:
+            where += f" GPU {i['surfaced_gpu']}"
+        if i.get("surfaced_gpu_serial"):
+            where += f" (serial {i['surfaced_gpu_serial']})"
+        console.print(f"surfaced on: {escape(where)}")
     if data["evidence_groups"]:
         t = Table.grid(padding=(0, 1))
         t.add_column(no_wrap=True, min_width=13)
@@ -207,6 +209,21 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
                       + ", ".join(f"{escape(h)} ({n})" for h, n in top))
 
 
+def _culprit_text(i: dict[str, Any]) -> str:
+    """The hardware suspect (host, GPU, serial, UUID), or why there is none: a
+    software or unknown cause has no part to replace, only a place it surfaced."""
+    if not i["culprit_host"]:
+        return "- (no hardware suspect)" if i.get("surfaced_host") else "-"
+    culprit = i["culprit_host"]
+    if i["culprit_gpu"] is not None:
+        culprit += f" GPU {i['culprit_gpu']}"
+    ids = [f"serial {i['culprit_gpu_serial']}" if i["culprit_gpu_serial"] else "",
+           f"uuid {i['culprit_gpu_uuid']}" if i.get("culprit_gpu_uuid") else ""]
+    if any(ids):
+        culprit += " (" + ", ".join(x for x in ids if x) + ")"
+    return culprit + ", hardware suspect"
+
+
 def _render_straggler(s: dict[str, Any], i: dict[str, Any], console: Console) -> None:
     full = [r for r in s["reported"] if not r["short"]]
     short = [r for r in s["reported"] if r["short"]]
@@ -220,13 +237,15 @@ def _render_straggler(s: dict[str, Any], i: dict[str, Any], console: Console) ->
     for r in short:
         line = (f"  reported by fewer ranks: {r['host']}: {r['count']} of {s['full']} "
                 f"(ranks {r['ranks']})")
-        if r["host"] == i["culprit_host"] and s["culprit_missing_ranks"]:
+        if r["host"] == (i["culprit_host"] or i.get("surfaced_host")) \
+                and s["culprit_missing_ranks"]:
             line += f"; never reported: ranks {s['culprit_missing_ranks']}"
         console.print(escape(line))
     if s["silent"]:
         console.print("  never reported a timeout: " + escape(", ".join(s["silent"])))
-    if i["rule_id"] == "nccl.watchdog_straggler" and i["culprit_host"]:
-        console.print(f"  so the straggler is {escape(i['culprit_host'])}: the one host "
+    straggler = i["culprit_host"] or i.get("surfaced_host")
+    if i["rule_id"] == "nccl.watchdog_straggler" and straggler:
+        console.print(f"  so the straggler is {escape(straggler)}: the one host "
                       "whose ranks did not all time out, i.e. the one the others waited "
                       "for")
     elif not short and not s["silent"]:

@@ -346,7 +346,8 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     source = sniff(head, path)
     ctx = context_from_path(path, settings.tz, settings)
     if source in ("kernel", "nvidia_bug_report"):
-        ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime))
+        ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime),
+                                  rules=settings.rule_texts)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))

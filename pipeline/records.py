@@ -37,6 +37,9 @@ class ParseContext:
     job_id: str | None = None  # from the path (jobs/<jobid>/...)
     tz: str = "UTC"  # zone of times that carry none
     year: int | None = None  # year for syslog lines that carry none
+    # a site's kernel rules (``--rules``): (file name, TOML text) pairs, tried before
+    # the built-in ones; the text travels, not the path, so every worker reads the same
+    rules: tuple[tuple[str, str], ...] = ()
     host_from: str = "none"  # how ``host`` was decided (faultline.pipeline.hostpath)
     # user-named JSON fields of structured logs: (("message", "log"), ("host", "node"))
     json_fields: tuple[tuple[str, str], ...] = ()

@@ -197,6 +197,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
            progress: Callable[[int, int], None] | None = None,
+           rules: tuple[str, ...] = (),
            host_from_path: str | None = None,
            json_fields: tuple[tuple[str, str], ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
@@ -235,7 +236,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         try:
             settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
                                       window=None if year else corpus_window(paths, zone.zone),
-                                      known_hosts=corpus_hosts(paths, zone.zone),
+                                      rules=rules, known_hosts=corpus_hosts(paths, zone.zone),
                                       host_from_path=host_from_path, json_fields=json_fields)
         except ValueError as exc:
             raise IngestError(str(exc)) from exc

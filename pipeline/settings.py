@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -41,6 +41,10 @@ class IngestSettings:
     # lines without a year are placed inside it
     window: tuple[int, int] | None = None
     tz_how: str = "given"  # "given" (--tz), "inferred" from the corpus, "assumed" UTC
+    # --rules FILE (repeatable): a site's kernel rules, tried before the built-in ones
+    rules: tuple[str, ...] = ()
+    # (name, text) of each rules file, read and validated once, on the driver
+    rule_texts: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False)
     # host names the job records and hosts.csv know: a path component
     # naming one of them gives a file its host (see faultline.pipeline.hostpath)
     known_hosts: frozenset[str] = frozenset()
@@ -50,6 +54,10 @@ class IngestSettings:
 
     def __post_init__(self) -> None:
         ZoneInfo(self.tz)  # fail early, on the driver, for an unknown zone
+        if self.rules:  # fail early too: RuleError names the file and the entry
+            from faultline.pipeline.parsers.kernel_rules import read_rule_files
+
+            object.__setattr__(self, "rule_texts", read_rule_files(self.rules))
         if self.host_from_path:
             compile_pattern(self.host_from_path)  # ValueError for a bad pattern
         for key, _name in self.json_fields:
@@ -62,11 +70,11 @@ class IngestSettings:
         """What a file's rows depend on besides its bytes: the zone, the year, and the
         parsing code itself. Stored per file (``files.parsed_with``): a re-run skips a
         file only when its size, mtime and this fingerprint are unchanged, so changing
-        ``--tz`` or upgrading faultline re-parses instead of keeping stale rows. A zone
-        faultline inferred or assumed says so (``tz=America/Los_Angeles (inferred)``). The
-        year-inference window and the known hosts are left out on purpose: new sacct
-        dumps change them on every incremental run, and a file already placed keeps its
-        year and host."""
+        ``--tz``, a site rules file (its content) or upgrading faultline re-parses
+        instead of keeping stale rows. A zone faultline inferred or assumed says so
+        (``tz=America/Los_Angeles (inferred)``). The year-inference window and the known
+        hosts are left out on purpose: new sacct dumps change them on every incremental
+        run, and a file already placed keeps its year and host."""
         how = "" if self.tz_how == "given" else f" ({self.tz_how})"
         base = (f"faultline {__version__}+{_code_hash()}; tz={self.tz}{how}; "
                 f"year={self.year or '-'}")
@@ -74,15 +82,22 @@ class IngestSettings:
             base += f"; host_from_path={self.host_from_path}"
         if self.json_fields:
             base += "; json_fields=" + ",".join(f"{k}={v}" for k, v in self.json_fields)
-        return base
+        if not self.rule_texts:
+            return base
+        h = hashlib.sha256()
+        for _name, text in self.rule_texts:  # the rules' content, not where they live
+            h.update(text.encode())
+            h.update(b"\0")
+        return f"{base}; rules={h.hexdigest()[:12]}"
 
 
 @functools.cache
 def _code_hash() -> str:
-    """A short hash of the pipeline package's sources (parsers, sniffing, decoding)."""
+    """A short hash of the pipeline package's sources (parsers, sniffing, decoding)
+    and of its built-in rule files."""
     h = hashlib.sha256()
     root = Path(__file__).parent
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.toml")]):
         h.update(path.relative_to(root).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]

@@ -422,6 +422,8 @@ def datasets(tax: Taxonomy | None = None) -> tuple[Dataset, ...]:
     out.append(gpu_dataset("events", "host", "gpu_index", ("event_id",)))
     out.append(gpu_dataset("interruptions", "culprit_host", "culprit_gpu",
                            ("interruption_id",)))
+    out.append(gpu_dataset("interruptions", "surfaced_host", "surfaced_gpu",
+                           ("interruption_id",)))
     out.append(reconciliation_dataset())
     out.append(planned_percent_dataset())
     out.extend(reference_dataset(r) for r in REFERENCES)

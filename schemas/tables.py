@@ -271,10 +271,13 @@ INTERRUPTIONS = Table(
         Column("category", S, "Table 5 category of the component."),
         Column("signal_family", S, "Family of the deciding signal (NVLink, row remap, "
                "GSP, IB link...).", nullable=True),
-        Column("culprit_host", S, "Host the root cause is on.", nullable=True),
+        Column("culprit_host", S, "Host the root cause is on: the hardware suspect, set "
+               "for hardware components only (GPU, Host, Network categories).",
+               nullable=True),
         Column("culprit_gpu", I32, "GPU index on the culprit host.", nullable=True,
                minimum=0),
-        Column("culprit_gpu_serial", S, "Serial of the culprit GPU.", nullable=True),
+        Column("culprit_gpu_serial", S, "Serial of the culprit GPU, from the host's "
+               "inventory in force at the failure.", nullable=True),
         Column("root_event_id", S, "The event named as root cause.", nullable=True),
         Column("rule_id", S, "Rule or model that decided."),
         Column("confidence", F64, "Confidence of the decision, 0..1.", minimum=0.0,
@@ -284,6 +287,16 @@ INTERRUPTIONS = Table(
         Column("downtime_seconds", F64, "Until the next attempt's first step.",
                nullable=True, minimum=0.0),
         Column("taxonomy_version", S, "Version of the taxonomy used."),
+        Column("culprit_gpu_uuid", S, "UUID of the culprit GPU, from the same inventory "
+               "(extension).", nullable=True),
+        Column("surfaced_host", S, "Host whose lines named the root, whatever the "
+               "component (for a software fault: where it surfaced, no suspect) "
+               "(extension).", nullable=True),
+        Column("surfaced_gpu", I32, "GPU index on the surfaced host (extension).",
+               nullable=True, minimum=0),
+        Column("surfaced_gpu_serial", S, "Serial of that GPU, from the inventory in "
+               "force at the failure (a straggler's GPU, by serial) (extension).",
+               nullable=True),
     ),
 )
 
@@ -507,7 +520,7 @@ GROUP BY 1, 2
 RECURRING_CULPRITS = View(
     name="recurring_culprits",
     key=("scope", "culprit_host", "culprit_gpu_serial"),
-    row="host, or GPU (by serial), named as culprit more than once",
+    row="host, or GPU (by serial), named as hardware suspect more than once",
     depends_on=("interruptions",),
     columns=(
         Column("scope", S, "host or gpu.", values=("host", "gpu")),
@@ -520,12 +533,15 @@ RECURRING_CULPRITS = View(
     sql="""
 SELECT 'host' AS scope, culprit_host, NULL AS culprit_gpu_serial, NULL AS culprit_gpu,
        count(*) AS interruptions, string_agg(DISTINCT component, ', ') AS components
-FROM interruptions WHERE culprit_host IS NOT NULL GROUP BY culprit_host
+FROM interruptions WHERE culprit_host IS NOT NULL AND category IN ('GPU', 'Host', 'Network')
+GROUP BY culprit_host
 HAVING count(*) > 1
 UNION ALL
 SELECT 'gpu', max(culprit_host), culprit_gpu_serial, max(culprit_gpu), count(*),
        string_agg(DISTINCT component, ', ')
-FROM interruptions WHERE culprit_gpu_serial IS NOT NULL GROUP BY culprit_gpu_serial
+FROM interruptions
+WHERE culprit_gpu_serial IS NOT NULL AND category IN ('GPU', 'Host', 'Network')
+GROUP BY culprit_gpu_serial
 HAVING count(*) > 1
 """,
 )

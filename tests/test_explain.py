@@ -91,7 +91,8 @@ def test_rank_ranges():
 def test_straggler_verdict_shows_which_ranks_reported_and_which_never(ingested_sample):
     with duckdb.connect(str(ingested_sample), read_only=True) as con:
         iid, job, host, started, failed = con.execute("""
-            SELECT i.interruption_id, i.job_id, i.culprit_host, a.started_at, i.failed_at
+            SELECT i.interruption_id, i.job_id, coalesce(i.culprit_host, i.surfaced_host),
+                   a.started_at, i.failed_at
             FROM interruptions i JOIN attempts a
               ON a.run = i.run AND a.job_id = i.job_id AND a.ended_at = i.failed_at
             WHERE i.rule_id = 'nccl.watchdog_straggler' ORDER BY 1 LIMIT 1

@@ -34,12 +34,15 @@ def _ingest(corpus: Path, db: Path, *extra: str) -> str:
 
 
 def score(root: Path, db: Path) -> dict:
-    """Per-interruption comparison with the truth, and the confusion matrix."""
+    """Per-interruption comparison with the truth, and the confusion matrix. The
+    truth's culprit host is where the fault was: the hardware suspect, or for a
+    software fault the host where it surfaced."""
     with (root / "truth" / "interruptions.csv").open(newline="") as f:
         truth = list(csv.DictReader(f))
     with duckdb.connect(str(db), read_only=True) as con:
         got = con.execute("""
-            SELECT job_id, epoch(failed_at), component, planned, culprit_host
+            SELECT job_id, epoch(failed_at), component, planned,
+                   coalesce(culprit_host, surfaced_host)
             FROM interruptions WHERE run LIKE '%llama3-405b' ORDER BY failed_at
         """).fetchall()
     assert len(got) == len(truth)

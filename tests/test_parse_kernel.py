@@ -240,8 +240,19 @@ MESSAGE_CASES = [
      "gpu_serial", None, "0000:9b:00.0", {"uuid": "GPU-509665ad-b600-ac93-3616-d754b23d636d"}),
     ("NVRM: GPU Board Serial Number: 1650124014249", None, "gpu_serial", None, None,
      {"serial": "1650124014249"}),
-    ("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", None, "gpu_fallen_off_bus", None,
-     "0000:3b:00.0", {}),
+    # without an Xid, the Xid 79 it means (the kind stays, for the simulator's truth)
+    ("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", None, "gpu_fallen_off_bus", 79,
+     "0000:3b:00.0", {"xid_inferred": True}),
+    # Xid wordings across driver generations: no "PCI:" (R470 and older), no pid/name,
+    # a MIG instance, a non-zero PCI domain, a quoted unknown pid
+    ("NVRM: Xid (0000:03:00): 14, Channel 00000001", None, "xid", 14, "0000:03:00.0", {}),
+    ("NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.", None, "xid", 79,
+     "0000:01:00.0", {"pid": None, "name": None}),
+    ("NVRM: Xid (0000:af:00): 48, pid='<unknown>', name=<unknown>, Ch 00000008", None, "xid",
+     48, "0000:af:00.0", {"pid": None, "name": None}),
+    ("NVRM: Xid (PCI:0009:01:00 GPU-I:05): 13, pid=77, name=python3, Graphics Exception", None,
+     "xid", 13, "0009:01:00.0", {"gpu_instance": "05", "pid": 77, "name": "python3"}),
+    ("NVRM: Xid (0000:01:00): 16, ", None, "xid", 16, "0000:01:00.0", {"text": ""}),
     ("NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0xffff:1863)", None, "gpu_lost",
      None, "0000:01:00.0", {}),
     ("NVRM: _issueRpcAndWait: rpcRecvPoll timedout for fn 76!", None, "gsp_timeout", None,
@@ -350,6 +361,15 @@ MESSAGE_CASES = [
      {"marker": "command_line"}),
     ("reboot: Restarting system", None, "reboot", None, None, {"action": "Restarting system"}),
     ("reboot: Power down", None, "reboot", None, None, {"action": "Power down"}),
+    # a recovery is an event too: it ends the outage (gpud nfs matcher)
+    ("nfs: server storage01 OK", None, "nfs_recovered", None, "storage01", {"state": "OK"}),
+    ("VFS: file-max limit 1000000 reached", None, "os_limit", None, None,
+     {"limit": 1000000, "resource": "file-max"}),
+    ("md/raid0md0: Disk failure on nvme0n1p1 detected, failing array.", None, "io_error", None,
+     "nvme0n1p1", {"array": "md0", "error": "raid_disk_failure"}),
+    ("python[2961]: segfault at 0000000000000000 rip 00000000004005c4 rsp 00007fffe10bd7f0 "
+     "error 4", None, "segfault", None, None, {"comm": "python", "pid": 2961, "error": "4"}),
+    ("python3[31]: segfault at 0", None, "segfault", None, None, {"pid": 31, "error": None}),
 ]
 
 
@@ -387,8 +407,9 @@ ROUTINE = [
     "oom_reaper: reaped process 345646 (vector), now anon-rss:0kB, file-rss:0kB, shmem-rss:0",
     "python3 invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0",
     "CPU12: Core temperature/speed normal",
-    "nfs: server storage01 OK",
-    "VFS: file-max limit 1000000 reached",
+    "nfs: server storage01 starting",
+    "md: raid1 personality registered for level 1",
+    "NFS: Registering the id_resolver key type",
     "pcieport 0000:00:01.0: AER: enabled with IRQ 122",
 ]
 
@@ -414,9 +435,12 @@ def test_every_rule_and_its_examples(rule):
     assert rule.kind in EVENT_KINDS
     assert rule.examples and rule.source
     assert all(rule.needles), "every select alternative needs a literal needle"
-    for example in rule.examples:
-        mm = kernel_messages.classify(example)
+    for ex in rule.examples:
+        example = ex.line
+        mm = kernel_messages.classify(example, ex.program)
         assert mm is not None and mm.rule_id == rule.id, example
+        assert (mm.device, mm.xid) == (ex.device, ex.xid), example
+        assert {k: mm.attrs.get(k) for k, _ in ex.attrs} == dict(ex.attrs), example
         assert re.search(rule.select, example), example  # Python re
         assert pl.Series([example]).str.contains(rule.select)[0], example  # Rust regex
         assert any(n in example for n in rule.needles), example
@@ -546,7 +570,7 @@ def test_kmsg_record_with_continuation_lines_is_one_event(monkeypatch):
     assert events_of(fp) == [
         (3, 5, "pcie_dpc", None, "0000:00:01.0", None, "untimed"),
         (6, 8, "xid", 79, "0000:3b:00.0", None, "untimed"),
-        (9, 9, "gpu_fallen_off_bus", None, "0000:3b:00.0", None, "untimed"),
+        (9, 9, "gpu_fallen_off_bus", 79, "0000:3b:00.0", None, "untimed"),
     ]
     assert (fp.routine_lines, fp.event_lines, fp.reject_lines) == (2, 7, 0)
     assert fp.events[1].attrs["uptime_us"] == 206764312

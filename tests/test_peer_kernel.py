@@ -136,9 +136,11 @@ def test_nccl_segfaults(peer):
         ("segfault", "libnccl.so.2", "pt_main_thread")] * 2
 
 
-def test_os_file_max_is_routine(peer):
+def test_os_file_max_is_an_os_limit_event(peer):
+    # gpud's os matcher flags it (the host ran out of file handles): two events
     fp = parse(peer, OS)
-    assert fp.events == [] and fp.rejects == []
+    assert [(e.kind, e.attrs["limit"]) for e in fp.events] == [("os_limit", 1000000)] * 2
+    assert fp.rejects == []
 
 
 def test_kmsg_files(peer):

@@ -102,7 +102,9 @@ def test_breakdown_view_counts_and_percent_of_unexpected(con):
             + [_interruption(3, "r1", "SSD")]
             + [_interruption(4, "r1", "Planned Maintenance", planned=True)]
             + [_interruption(5, "r2", "CPU")])
-    con.executemany(f"INSERT INTO interruptions VALUES ({', '.join('?' * 17)})", rows)
+    cols = ", ".join(table("interruptions").column_names[:17])  # extensions after them stay NULL
+    con.executemany(f"INSERT INTO interruptions ({cols}) VALUES ({', '.join('?' * 17)})",
+                    rows)
     got = {(r, c): (n, p) for r, c, n, p in con.execute(
         "SELECT run, component, interruptions, percent FROM breakdown").fetchall()}
     assert got[("r1", "Faulty GPU")] == (3, 75.0)

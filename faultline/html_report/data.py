@@ -60,7 +60,8 @@ def _interruptions(con: duckdb.DuckDBPyConnection, run: str) -> list[dict]:
     return _rows(con, """
         SELECT interruption_id, failed_at AT TIME ZONE 'UTC' AS failed_at, planned,
                component, category, job_id, culprit_host, culprit_gpu,
-               culprit_gpu_serial, coalesce(lost_seconds, 0) / 3600.0 AS lost_hours,
+               culprit_gpu_serial, surfaced_host,
+               coalesce(lost_seconds, 0) / 3600.0 AS lost_hours,
                coalesce(downtime_seconds, 0) / 3600.0 AS downtime_hours,
                (coalesce(lost_seconds, 0) + coalesce(downtime_seconds, 0)) / 3600.0
                    AS total_hours
@@ -89,13 +90,15 @@ def _effective_training_time(con: duckdb.DuckDBPyConnection, run: str) -> dict |
 
 
 def _culprit_hosts(con: duckdb.DuckDBPyConnection, run: str, top: int = 15) -> list[dict]:
-    """Hosts named as culprit most often, one row per host and category (stacked bars);
-    ``host_total`` orders them."""
+    """Hosts named as hardware suspect most often, one row per host and category
+    (stacked bars); ``host_total`` orders them. A host where a software fault surfaced
+    is no candidate for replacement and is not listed."""
     return _rows(con, """
         WITH per AS (
             SELECT culprit_host AS host, category, count(*) AS interruptions,
                    string_agg(DISTINCT component, ', ' ORDER BY component) AS components
             FROM interruptions WHERE run = ? AND culprit_host IS NOT NULL
+              AND category IN ('GPU', 'Host', 'Network')  -- hardware suspects only
             GROUP BY 1, 2
         ), tot AS (
             SELECT host, sum(interruptions) AS host_total FROM per GROUP BY host
@@ -115,6 +118,7 @@ def _culprit_gpus(con: duckdb.DuckDBPyConnection, run: str, top: int = 10) -> li
                string_agg(DISTINCT component, ', ' ORDER BY component) AS components
         FROM interruptions
         WHERE run = ? AND culprit_gpu IS NOT NULL
+          AND category IN ('GPU', 'Host', 'Network')  -- hardware suspects only
         GROUP BY culprit_gpu_serial,
                  CASE WHEN culprit_gpu_serial IS NULL THEN culprit_host END,
                  CASE WHEN culprit_gpu_serial IS NULL THEN culprit_gpu END

@@ -438,11 +438,11 @@ class _Columns:
         rx = _rx(pattern)
         return np.fromiter((rx.search(x) is not None for x in self.lines), bool, len(self.lines))
 
-    def selected(self) -> np.ndarray:
-        """Lines matching kernel_messages.SELECT_PATTERN (small files: needles first)."""
+    def selected(self, rules: km.RuleSet = km.DEFAULT) -> np.ndarray:
+        """Lines matching the rule set's select pattern (small files: needles first)."""
         if self.shared is not None:
-            return self.contains(km.SELECT_PATTERN)
-        rx, needles = _rx(km.SELECT_PATTERN), km.SELECT_NEEDLES
+            return self.contains(rules.select_pattern)
+        rx, needles = _rx(rules.select_pattern), rules.needles
         return np.fromiter(
             (any(nd in x for nd in needles) and rx.search(x) is not None for x in self.lines),
             bool,
@@ -687,8 +687,9 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
         return FileParse(0)
     if cols is None:
         cols = _Columns(lines)
+    rules = km.ruleset(ctx.rules)  # built-in, or a site's rules first: compiled once
     valid = cols.contains(SHAPE_PATTERN)
-    selected = cols.selected()
+    selected = cols.selected(rules)
     reject_idx = np.flatnonzero(~valid & ~selected).tolist()
     orphans = set(np.flatnonzero(~valid & selected).tolist())
     candidates = np.flatnonzero(selected).tolist()
@@ -710,7 +711,7 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
         line = lines[i]
         if i in orphans:
             msg = line.replace("\x00", "").strip()
-            mm = km.classify(msg, None)
+            mm = rules.classify(msg, None)
             if mm is None:
                 rejects.append(Reject.of(i + 1, _reject_reason(line), line))
                 continue
@@ -724,14 +725,14 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
             continue
         if i >= _SAMPLE_LINES:
             shapes[kl.shape] += 1
-        mm = km.classify(kl.message, kl.program)
+        mm = rules.classify(kl.message, kl.program)
         if mm is None:
             continue
         kl = clock.line(i)
         if kl.error:
             rejects.append(Reject.of(i + 1, kl.error, line))
             continue
-        end, messages = _absorb(lines, i, mm, ctx, clock.zone)
+        end, messages = _absorb(lines, i, mm, ctx, clock.zone, rules)
         events.append(
             _event(i, end, mm, messages, kl.ts, kl.ts_quality, kl.host or ctx.host, ctx, kl)
         )
@@ -753,7 +754,8 @@ def _stamp(kl: KernelLine) -> int | None:
 
 
 def _absorb(
-    lines: list[str], i: int, mm: km.MessageMatch, ctx: ParseContext, zone: ZoneInfo
+    lines: list[str], i: int, mm: km.MessageMatch, ctx: ParseContext, zone: ZoneInfo,
+    rules: km.RuleSet,
 ) -> tuple[int, list[str]]:
     """Extend an event over the lines that belong to it; returns (last index, messages).
 
@@ -761,7 +763,7 @@ def _absorb(
     rule's ``absorb`` accepts them, they have the head's shape, host and program, and
     their time is within a second of the head's (the kernel prints one report at once).
     """
-    rule = km.RULES_BY_ID[mm.rule_id]
+    rule = rules.by_id[mm.rule_id]
     head = parse_line(lines[i], ctx, zone=zone)
     assert head is not None
     head_stamp = _stamp(head)
@@ -792,7 +794,7 @@ def _absorb(
         stamp = _stamp(kl)
         if head_stamp is not None and stamp is not None and abs(stamp - head_stamp) > 1_000_000:
             break
-        if not km.absorbs(mm, kl.message):
+        if not rules.absorbs(mm, kl.message):
             break
         messages.append(kl.message)
         absorbed += 1

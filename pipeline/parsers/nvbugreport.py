@@ -18,6 +18,7 @@ one event per line read, as the two copies are two lines of the file.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from faultline.pipeline.parsers import kernel, nvsmi
@@ -63,7 +64,7 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
         if m and host is None:
             host = m.group(1)
             break
-    ctx = ParseContext(ctx.path, host, ctx.job_id, ctx.tz, ctx.year)
+    ctx = dataclasses.replace(ctx, host=host)
     events: list[ParsedEvent] = []
     rejects: list[Reject] = []
     for lo, hi in _sections(lines):

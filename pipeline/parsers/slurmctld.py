@@ -18,6 +18,11 @@ per host, all on the same line, up to :data:`MAX_LINE_HOSTS` hosts: a longer lis
 cluster has that many nodes; a damaged ``node[0-999999]``) gives one event without a host,
 so one line cannot fill memory with events. :data:`RULES` is the rule table (id, kind, pattern); the
 first match decides. Everything else (scheduling chatter, RPC traces) is routine.
+
+``reason set to: <text>`` gives a ``node_drain`` with ``attrs.reason``; ``state set to
+DRAINING`` (and the other states of :data:`STATE_KINDS`) gives one with ``attrs.state``
+and no reason: it says that a node is drained, not why, so it is never text for the
+reason model (``classifiers.interruptions.drain_reason``).
 """
 
 from __future__ import annotations

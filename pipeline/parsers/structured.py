@@ -232,7 +232,7 @@ def synthetic_line(obj: dict, ctx: ParseContext,
     if when is None:
         # no time: a message that matters is kept (the kernel parser gives it the time
         # of the nearest earlier record); anything else is a routine record
-        return message if km.classify(message, program) is not None else ""
+        return message if km.ruleset(ctx.rules).classify(message, program) is not None else ""
     host = _NOT_TAG.sub("_", host) if host else (ctx.host or _PLACEHOLDER_HOST)
     program = _NOT_TAG.sub("_", program) or "kernel"
     return f"{when} {host} {program}: {message}"
