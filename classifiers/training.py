@@ -2,20 +2,8 @@
 
 Data
 ----
-The labeled templates in ``fixtures/text`` (read through
-:mod:`faultline.simulate.freetext`) are expanded into concrete texts: every template is
-filled :data:`REALIZATIONS` times with :func:`~faultline.simulate.freetext.random_slots`
-drawn for the row's own component (so ``{xid}`` always fits the label). Each template
-gets its own ``random.Random`` seeded from (:data:`SEED`, kind, family, template), so the
-expansion of one row does not change when other rows are added, removed or reordered.
-
-Tracebacks have few placeholders, so their realizations barely differ. They are also
-augmented with their *tail* (the last frames and the exception line), which is what a
-log shows when the head of a traceback was interleaved with other ranks' output or cut.
-
-Splits are always by wording family (fixtures/text/README.md): the fixed holdouts
-:data:`REASON_HOLDOUT` and :data:`TRACEBACK_HOLDOUT`, and leave-one-family-out
-(:func:`leave_one_family_out`).
+The examples (real texts and filled hand-written templates), their families and the
+splits are built in :mod:`faultline.classifiers.textsets` (re-exported here).
 
 Models
 ------
@@ -57,75 +45,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from faultline.simulate import freetext
-
-SEED = 20240703
-REALIZATIONS = 6  # filled copies of each drain-reason / admin-comment template
-TRACEBACK_REALIZATIONS = 3  # filled copies of each traceback (plus one tail each)
-TRACEBACK_TAIL_LINES = 7  # lines kept by the tail augmentation
-
-# Fixed family holdouts (fixtures/text/README.md, "Splitting by family").
-REASON_HOLDOUT = ("nhc", "oncall-verbose", "sched-admin")
-TRACEBACK_HOLDOUT = ("cuda-illegal-access", "nccl-usage", "lustre-io", "auth-token")
-
-REASON_KINDS = ("drain_reason", "admin_comment")
-
-
-@dataclass(frozen=True)
-class Example:
-    text: str
-    label: str
-    family: str
-    kind: str
-
-
-# --------------------------------------------------------------------------- data
-
-
-def _template_rng(kind: str, family: str, text: str, seed: int) -> random.Random:
-    # str seeds are hashed with SHA-512 by random.seed (version 2): stable across runs.
-    return random.Random(f"{seed}|{kind}|{family}|{text}")
-
-
-def _tail(text: str, lines: int) -> str:
-    body = [ln for ln in text.splitlines() if ln.strip()]
-    return "\n".join(body[-lines:])
-
-
-def reason_examples(seed: int = SEED, realizations: int = REALIZATIONS) -> list[Example]:
-    """Drain reasons and admin comments, each template filled ``realizations`` times."""
-    out: list[Example] = []
-    for t in freetext.templates():
-        if t.kind not in REASON_KINDS:
-            continue
-        rng = _template_rng(t.kind, t.family, t.text, seed)
-        seen: set[str] = set()
-        for _ in range(realizations):
-            text = freetext.fill(t.text, freetext.random_slots(rng, t.label))
-            if text not in seen:  # placeholder-free templates give one text
-                seen.add(text)
-                out.append(Example(text, t.label, t.family, t.kind))
-    return out
-
-
-def traceback_examples(seed: int = SEED, realizations: int = TRACEBACK_REALIZATIONS,
-                       tail: bool = True) -> list[Example]:
-    """Tracebacks filled ``realizations`` times, plus (``tail=True``) one tail of each."""
-    out: list[Example] = []
-    for t in freetext.templates():
-        if t.kind != "traceback":
-            continue
-        rng = _template_rng(t.kind, t.family, t.text, seed)
-        seen: set[str] = set()
-        for i in range(realizations):
-            text = freetext.fill(t.text, freetext.random_slots(rng, t.label))
-            if text not in seen:
-                seen.add(text)
-                out.append(Example(text, t.label, t.family, t.kind))
-            if tail and i == 0:
-                out.append(Example(_tail(text, TRACEBACK_TAIL_LINES), t.label, t.family,
-                                   "traceback_tail"))
-    return out
+from faultline.classifiers.textsets import (  # noqa: F401  (re-exported: the public API)
+    REAL_FAMILY_PREFIX,
+    REALIZATIONS,
+    REASON_HOLDOUT,
+    REASON_KINDS,
+    SEED,
+    TRACEBACK_HOLDOUT,
+    TRACEBACK_REALIZATIONS,
+    TRACEBACK_TAIL_LINES,
+    Example,
+    real_examples,
+    real_traceback_examples,
+    reason_examples,
+    shipped_examples,
+    split_by_family,
+    traceback_examples,
+)
 
 
 def data_hash(examples: Iterable[Example], *extra: object) -> str:
@@ -146,9 +82,24 @@ _WORD_TOKENS = r"(?u)\b\w[\w-]*\b"  # words, keeping hyphenated names (fell-off,
 _EVIDENCE_WORD = re.compile(r"[a-z][a-z0-9_-]+")
 
 
+# Function words are not evidence: the logbook sentences in the real texts put "the",
+# "was", "over" into the vocabulary, and plain English prose would then look readable.
+_NOT_EVIDENCE = frozenset(("a", "an", "and", "are", "as", "at", "be", "been", "but", "by",
+                           "did", "do", "does", "for", "from", "had", "has", "have", "he",
+                           "her", "his", "i", "if", "in", "into", "is", "it", "its", "me",
+                           "my", "of", "on", "or", "our", "over", "she", "so", "than",
+                           "that", "the", "their", "them", "then", "there", "these",
+                           "they", "this", "those", "to", "too", "under", "up", "us", "was",
+                           "we", "were", "what", "when", "where", "which", "while", "who",
+                           "why", "will", "with", "would", "you", "your"))
+EVIDENCE_RULE = "words-minus-function-words-v1"  # part of the model id (model_settings)
+
+
 def evidence_words(text: str, prepared: bool = False) -> set[str]:
-    """Lowercase words (a letter first, two characters or more) of the prepared text."""
-    return set(_EVIDENCE_WORD.findall((text if prepared else prepare(text)).lower()))
+    """Lowercase words (a letter first, two characters or more) of the prepared text,
+    function words left out."""
+    words = _EVIDENCE_WORD.findall((text if prepared else prepare(text)).lower())
+    return set(words) - _NOT_EVIDENCE
 
 
 def evidence_vocabulary(examples: Iterable[Example], min_count: int = 2) -> frozenset[str]:
@@ -158,16 +109,6 @@ def evidence_vocabulary(examples: Iterable[Example], min_count: int = 2) -> froz
     for ex in examples:
         df.update(evidence_words(ex.text))
     return frozenset(w for w, n in df.items() if n >= min_count)
-
-
-def split_by_family(examples: Sequence[Example], test_families: Iterable[str]
-                    ) -> tuple[list[Example], list[Example]]:
-    test = set(test_families)
-    unknown = test - {ex.family for ex in examples}
-    if unknown:
-        raise ValueError(f"unknown families: {sorted(unknown)}")
-    return ([ex for ex in examples if ex.family not in test],
-            [ex for ex in examples if ex.family in test])
 
 
 # --------------------------------------------------------------------------- text prep
@@ -429,7 +370,7 @@ def model_settings(kind: str, task: str) -> tuple:
     textcat = ("textcat", TEXTCAT_LENGTH, TEXTCAT_EPOCHS, TEXTCAT_BATCH, TEXTCAT_LR)
     parts = {"tfidf-lr": (tfidf,), "spacy-textcat": (textcat,),
              "ensemble": (tfidf, textcat)}[kind]
-    return (task, kind, SEED, *parts)
+    return (task, kind, SEED, EVIDENCE_RULE, *parts)
 
 
 # --------------------------------------------------------------------------- evaluation

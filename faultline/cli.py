@@ -344,19 +344,26 @@ def simulate(
     layout: Annotated[str, typer.Option(
         help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
              "dmesg), central-syslog (one syslog for every host), rsyslog-tree (per-host "
-             "files of a central server), journal-json (journalctl -o json per host).")]
+             "files of a central server), journal-json (journalctl -o json per host), "
+             "slurm-out (slurm-<jobid>.out), redfish (Redfish LogEntry JSON).")]
     = "canonical",
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
     from faultline.simulate.config import load_preset
-    from faultline.simulate.layouts import get_layout
+    from faultline.simulate.layouts import LAYOUTS, get_layout
+    from faultline.simulate.relayout import LAYOUTS as RELAYOUTS
+    from faultline.simulate.relayout import simulate_in
 
     try:
         zone = load_preset(preset).tz
-        get_layout(layout)
+        if layout not in RELAYOUTS and layout not in LAYOUTS:
+            get_layout(f"{layout}")  # raises, naming the layouts of both mechanisms
     except ValueError as exc:
-        err.print(f"[bold red]faultline simulate:[/] {exc}")
+        msg = str(exc)
+        if layout not in LAYOUTS and layout not in RELAYOUTS:
+            msg = f"unknown layout {layout!r}; known: {', '.join([*LAYOUTS, *RELAYOUTS])}"
+        err.print(f"[bold red]faultline simulate:[/] {msg}")
         raise typer.Exit(EXIT_USAGE) from exc
     with _progress() as bar:
         tasks: dict[str, object] = {}
@@ -366,7 +373,10 @@ def simulate(
                 tasks[what] = bar.add_task(f"writing {what}", total=n)
             bar.update(tasks[what], completed=i + 1)
 
-        result = run_simulation(preset, out, seed=seed, progress=step, layout=layout)
+        if layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
+            result = simulate_in(preset, out, layout, seed=seed, progress=step)
+        else:
+            result = run_simulation(preset, out, seed=seed, progress=step, layout=layout)
     typer.echo(f"simulated {preset} (seed {seed}): {result.files} files, {result.lines} "
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "

@@ -35,16 +35,19 @@ from faultline.pipeline.parsers import (
     joblog,
     nvbugreport,
     nvsmi,
+    redfish,
     sacct,
-    sel,
+    slurm_nodes,
     slurmctld,
+    slurmd,
     structured,
     trainer,
 )
 from faultline.pipeline.records import FileParse, ParseContext, Reject
 from faultline.pipeline.settings import IngestSettings
-from faultline.pipeline.sniff import sniff
+from faultline.pipeline.sniff import SLURM_OUT_RE, sniff
 from faultline.pipeline.text import decode, split_lines
+from faultline.pipeline.timeutil import choose_year
 from faultline.schemas.tables import EVENTS, FILES, REJECTS
 
 BATCH_PARSERS = {
@@ -54,12 +57,14 @@ BATCH_PARSERS = {
 }
 PARSERS = {
     "kernel": structured.parse,
-    "sel": sel.parse,
+    "sel": redfish.parse_any,  # ipmitool / ipmi-sel text, or Redfish LogEntry JSON
     "inventory": inventory.parse,
     "job": joblog.parse,
     "trainer": trainer.parse,
     "sacct": sacct.parse,
     "slurmctld": slurmctld.parse,
+    "slurmd": slurmd.parse,
+    "slurm_nodes": slurm_nodes.parse,  # sinfo -R / sinfo -o / scontrol show node
     "hosts": hosts.parse,
     "nvidia_smi": nvsmi.parse,
     "nvidia_bug_report": nvbugreport.parse,
@@ -106,11 +111,16 @@ def context_from_path(path: str, tz: str, settings: IngestSettings | None = None
         parts = PurePosixPath(path).parts
     if settings is None:
         host, job_id, host_from = hostpath.resolve(path, parts)
-        return ParseContext(path=path, host=host, job_id=job_id, tz=tz, host_from=host_from)
-    host, job_id, host_from = hostpath.resolve(path, parts, settings.known_hosts,
-                                               settings.host_from_path)
+        fields: tuple[tuple[str, str], ...] = ()
+    else:
+        host, job_id, host_from = hostpath.resolve(path, parts, settings.known_hosts,
+                                                   settings.host_from_path)
+        fields = settings.json_fields
+    if name.startswith("slurm-") and (m := SLURM_OUT_RE.search(name)):
+        job_id = job_id or m.group(1)  # slurm-<jobid>.out, anywhere: one file for all
+        host, host_from = None, "none"  # its hosts (each line's host is its rank's: joblog)
     return ParseContext(path=path, host=host, job_id=job_id, tz=tz, host_from=host_from,
-                        json_fields=settings.json_fields)
+                        json_fields=fields)
 
 
 def gunzip(data: bytes, limit: int = MAX_PLAIN_BYTES) -> tuple[bytes, str | None]:
@@ -204,22 +214,6 @@ def syslog_year(text: str, settings: IngestSettings, mtime: float | None) -> int
         end = dt.datetime.fromtimestamp(mtime, dt.UTC)
         return end.year if (month, day) <= (end.month, end.day) else end.year - 1
     return None
-
-
-def choose_year(month: int, day: int, start_us: int, end_us: int) -> int:
-    """The year that puts month/day inside (or nearest to) the corpus window."""
-    start = dt.datetime.fromtimestamp(start_us / 1e6, dt.UTC)
-    end = dt.datetime.fromtimestamp(end_us / 1e6, dt.UTC)
-    best, best_gap = start.year, None
-    for year in range(start.year - 1, end.year + 2):
-        try:
-            t = dt.datetime(year, month, min(day, 28 if month == 2 else day), tzinfo=dt.UTC)
-        except ValueError:
-            continue
-        gap = max((start - t).total_seconds(), (t - end).total_seconds(), 0)
-        if best_gap is None or gap < best_gap:
-            best, best_gap = year, gap
-    return best
 
 
 def parse_file(path: str, data: bytes, settings: IngestSettings,
@@ -348,6 +342,10 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     if source in ("kernel", "nvidia_bug_report"):
         ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime),
                                   rules=settings.rule_texts)
+    elif source == "job" and ctx.job_id is not None and settings.job_windows:
+        window = settings.job_windows.get(ctx.job_id)
+        if window is not None:
+            ctx = dataclasses.replace(ctx, year=settings.year, job_window=window)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))

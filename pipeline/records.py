@@ -40,6 +40,9 @@ class ParseContext:
     # a site's kernel rules (``--rules``): (file name, TOML text) pairs, tried before
     # the built-in ones; the text travels, not the path, so every worker reads the same
     rules: tuple[tuple[str, str], ...] = ()
+    # (start, end) epoch us of the file's job from sacct: the year of job-log stamps
+    # that carry none, and the time of lines before the job's first stamp
+    job_window: tuple[int, int] | None = None
     host_from: str = "none"  # how ``host`` was decided (faultline.pipeline.hostpath)
     # user-named JSON fields of structured logs: (("message", "log"), ("host", "node"))
     json_fields: tuple[tuple[str, str], ...] = ()

@@ -138,7 +138,16 @@ _RECORDS = {"sacct": sacct.parse, "slurmctld": slurmctld.parse}
 def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
     """First and last time in the job records (sacct, slurmctld): syslog lines without
     a year are placed in this window."""
+    return prepass(paths, tz)[0]
+
+
+def prepass(paths: list[str], tz: str
+            ) -> tuple[tuple[int, int] | None, dict[str, tuple[int, int]]]:
+    """The corpus window (:func:`corpus_window`) and each job's (start, end) from its
+    sacct records (a requeued job: its first start, last end; a running one ends at the
+    window's end): what job logs without a collector stamp are timed by."""
     lo = hi = None
+    jobs: dict[str, list[int | None]] = {}
     for outer in paths:
         if path_hint(outer) not in _RECORDS and not outer.lower().endswith(bundles.SUFFIXES):
             continue  # neither job records nor, by its name, an archive that may hold some
@@ -159,7 +168,17 @@ def corpus_window(paths: list[str], tz: str) -> tuple[int, int] | None:
             if times:
                 lo = min(times) if lo is None else min(lo, *times)
                 hi = max(times) if hi is None else max(hi, *times)
-    return (lo, hi) if lo is not None else None
+            for e in fp.events:
+                start, end = e.attrs.get("start"), e.attrs.get("end")
+                if e.kind != "job_record" or not e.job_id or not isinstance(start, int):
+                    continue
+                cur = jobs.setdefault(str(e.job_id), [start, end])
+                cur[0] = min(cur[0], start)
+                if cur[1] is not None:
+                    cur[1] = None if end is None else max(cur[1], end)
+    window = (lo, hi) if lo is not None else None
+    return window, {j: (s, e if e is not None else max(s, hi or s))
+                    for j, (s, e) in jobs.items()}
 
 
 def corpus_hosts(paths: list[str], tz: str) -> frozenset[str]:
@@ -233,10 +252,12 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
         if zone.error:
             raise IngestError(zone.error)
+        window, job_windows = prepass(paths, zone.zone)
         try:
             settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                      window=None if year else corpus_window(paths, zone.zone),
-                                      rules=rules, known_hosts=corpus_hosts(paths, zone.zone),
+                                      window=None if year else window,
+                                      job_windows=job_windows, rules=rules,
+                                      known_hosts=corpus_hosts(paths, zone.zone),
                                       host_from_path=host_from_path, json_fields=json_fields)
         except ValueError as exc:
             raise IngestError(str(exc)) from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -40,6 +41,10 @@ class IngestSettings:
     # (start, end) in epoch microseconds of the corpus, from the job records: syslog
     # lines without a year are placed inside it
     window: tuple[int, int] | None = None
+    # job id -> (start, end) in epoch microseconds, from sacct: the year of a job log's
+    # stamps that carry none, and the time of its lines before the first stamp. Left
+    # out of the fingerprint like ``window``.
+    job_windows: Mapping[str, tuple[int, int]] | None = field(default=None, hash=False)
     tz_how: str = "given"  # "given" (--tz), "inferred" from the corpus, "assumed" UTC
     # --rules FILE (repeatable): a site's kernel rules, tried before the built-in ones
     rules: tuple[str, ...] = ()

@@ -13,7 +13,17 @@ import re
 from itertools import islice
 from pathlib import PurePosixPath
 
-from faultline.pipeline.parsers import nvbugreport, nvsmi, sacct, structured
+from faultline.pipeline.parsers import (
+    nvbugreport,
+    nvsmi,
+    redfish,
+    sacct,
+    sacct_json,
+    sel,
+    slurm_nodes,
+    slurmd,
+    structured,
+)
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
@@ -22,9 +32,11 @@ MIN_SHARE = 0.5
 _KERNEL = re.compile(SHAPE_PATTERN)
 _LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
     # collector stamp, or NCCL / PyTorch / torchrun lines without one
+    # (``srun --label``'s ``12: `` may open any of them)
     "job": re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |"
-                      r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?[\w.-]+:\d+:\d+ \[\d+\] NCCL |"
-                      r"^\[(?:rank|default)\d+\]:|^[EWI]\d{4} \d\d:\d\d:\d\d"),
+                      r"^(?: *\d+: )?(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?"
+                      r"[\w.-]+:\d+:\d+ \[\d+\] NCCL |"
+                      r"^(?: *\d+: )?(?:\[(?:rank|default)\d+\]:|[EWI]\d{4} \d\d:\d\d:\d\d)"),
     "trainer": re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
                           r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"),
     "slurmctld": re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
@@ -32,25 +44,36 @@ _LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
     "sel": re.compile(r"^\s*[0-9a-fA-F]+ \| (?:\d{1,2}/\d{1,2}/\d{2,4}|Pre-Init|"
                       r"\d{4}-\d\d-\d\d) *\|"),
 }
+# slurmd writes slurmctld's line shape: same signature, told apart by its wording
+_LINE_SIGNATURES["slurmd"] = _LINE_SIGNATURES["slurmctld"]
 # "time host tag: " -- a syslog line, even when its stamp looks like a collector's
 _SYSLOG_TAG = re.compile(r"^\S+ \S+ (?:kernel|[\w./-]+(?:\[\d+\])?): ")
 _INVENTORY_HEADER = re.compile(r"\bpci\.bus_id\b|^index\s*,.*\b(?:uuid|serial)\b", re.I)
 _HOSTS_HEADER = re.compile(r"^\s*(?:host|hostname|name)\s*,.*\b(?:alias|aliases|address|"
                            r"addresses|ip)\b", re.I)
 
+# Slurm's default batch output name (``slurm-%j.out``, arrays ``slurm-%A_%a.out``): the
+# job id is in the name (fileparse.context_from_path).
+SLURM_OUT_RE = re.compile(r"(?:^|/)slurm-(\d+(?:_\d+)?)\.out(?:\.gz)?$")
+
 _PATH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:^|/)sacct[^/]*$"), "sacct"),
     (re.compile(r"(?:^|/)slurmctld[^/]*$"), "slurmctld"),
+    (re.compile(r"(?:^|/)slurmd(?:[-_.][^/]*)?$"), "slurmd"),  # not slurmdbd
+    (re.compile(r"(?:^|/)(?:sinfo|scontrol)[^/]*$"), "slurm_nodes"),
     (re.compile(r"(?:^|/)sel[^/]*$"), "sel"),
     (re.compile(r"(?:^|/)gpus?[^/]*\.csv(?:\.gz)?$"), "inventory"),
     (re.compile(r"(?:^|/)hosts\.csv(?:\.gz)?$"), "hosts"),
     (re.compile(r"(?:^|/)train[^/]*\.log(?:\.gz)?$"), "trainer"),
     (re.compile(r"(?:^|/)jobs/[^/]+/[^/]+$"), "job"),
+    (SLURM_OUT_RE, "job"),
     (re.compile(r"(?:^|/)(?:kern|dmesg|messages|syslog|kmsg)[^/]*$"), "kernel"),
 )
 # A literal each hint's path contains (checked first: most paths fail it).
 _HINT_NEEDLES: tuple[tuple[str, ...], ...] = (
-    ("sacct",), ("slurmctld",), ("sel",), ("gpu",), ("hosts.csv",), ("train",), ("jobs/",),
+    ("sacct",), ("slurmctld",), ("slurmd",), ("sinfo", "scontrol"), ("sel",), ("gpu",),
+    ("hosts.csv",), ("train",), ("jobs/",),
+    ("slurm-",),
     ("kern", "dmesg", "messages", "syslog", "kmsg"),
 )
 
@@ -89,6 +112,17 @@ def sniff(lines: list[str], path: str = "") -> str:
         return "nvidia_smi"
     if sacct.looks_like_sacct(first):
         return "sacct"
+    if first[:1] == "{" or first[:2] == "[{" or first.rstrip() == "[":
+        # JSON (not a dmesg or slurmctld "[" line): decided by what its first lines hold
+        head = "\n".join(lines[:400])
+        if redfish.looks_like_redfish(head):
+            return "sel"
+        if sacct_json.looks_like_sacct_json(head):
+            return "sacct"
+    if sel.looks_like_freeipmi(first):
+        return "sel"
+    if slurm_nodes.looks_like_slurm_nodes(first):
+        return "slurm_nodes"
     if _INVENTORY_HEADER.search(first):
         return "inventory"
     if _HOSTS_HEADER.search(first):
@@ -109,10 +143,14 @@ def sniff(lines: list[str], path: str = "") -> str:
                            and (not job_sig.search(ln) or _SYSLOG_TAG.search(ln)))
     best = max(scores.values())
     if best < MIN_SHARE * len(sample):
+        if hint == "job" and SLURM_OUT_RE.search(path):
+            return "job"  # a batch script's output: any text, its lines are routine
         return hint if hint and scores.get(hint, 0) > 0 else "unknown"
     top = [name for name, s in scores.items() if s == best]
     if len(top) > 1 and hint in top:
         return hint
+    if top[:2] == ["slurmctld", "slurmd"]:
+        return "slurmd" if any(slurmd.SLURMD_MARKERS.match(ln) for ln in sample) else "slurmctld"
     return top[0]
 
 
@@ -128,7 +166,7 @@ def _line_fits(source: str, line: str) -> bool:
 
 def _confirms(source: str, lines: list[str]) -> bool:
     """The path's hint holds if most of the first lines fit that source's signature."""
-    if source in ("sacct", "inventory", "hosts"):
+    if source in ("sacct", "inventory", "hosts", "slurm_nodes"):
         return False  # header-led: decided by the header checks above
     need = MIN_SHARE * len(lines)  # more than this many lines must fit
     fits, left = 0, len(lines)

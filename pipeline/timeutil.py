@@ -90,3 +90,19 @@ def parse_iso(text: str, zone: ZoneInfo) -> tuple[int, bool] | None:
         return to_us(naive.replace(tzinfo=dt.timezone(offset))), True
     except ValueError:  # an offset of 24 h or more, or a time outside datetime's range
         return None
+
+
+def choose_year(month: int, day: int, start_us: int, end_us: int) -> int:
+    """The year that puts month/day inside (or nearest to) the corpus window."""
+    start = dt.datetime.fromtimestamp(start_us / 1e6, dt.UTC)
+    end = dt.datetime.fromtimestamp(end_us / 1e6, dt.UTC)
+    best, best_gap = start.year, None
+    for year in range(start.year - 1, end.year + 2):
+        try:
+            t = dt.datetime(year, month, min(day, 28 if month == 2 else day), tzinfo=dt.UTC)
+        except ValueError:
+            continue
+        gap = max((start - t).total_seconds(), (t - end).total_seconds(), 0)
+        if best_gap is None or gap < best_gap:
+            best, best_gap = year, gap
+    return best

@@ -137,7 +137,7 @@ class View:
 # --- vocabularies -------------------------------------------------------------------
 
 SOURCES = ("kernel", "sel", "inventory", "job", "trainer", "sacct", "slurmctld", "hosts",
-           "nvidia_smi", "nvidia_bug_report", "bundle", "unknown")
+           "slurmd", "slurm_nodes", "nvidia_smi", "nvidia_bug_report", "bundle", "unknown")
 TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relative",
                 "untimed")
 EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")

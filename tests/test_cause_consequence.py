@@ -382,5 +382,7 @@ def test_gsp_timeout_after_a_gpu_fell_off_the_bus_without_an_xid_is_its_conseque
               "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", device=dev)
     gsp = ev(-25, "n2", "xid", 119, "NVRM: Xid (PCI:0000:3b:00): 119, pid=1, name=python, "
              "Timeout after 6s of waiting for RPC response from GPU0 GSP!", device=dev)
-    d = run([gsp, gone])
+    d = run([gone, gsp])  # in time order, as the window gives them
     assert (d.component, d.root) == ("Faulty GPU", gone)
+    assert d.evidence.get(gsp.event_id) != "contradicting"  # it does not argue for GSP
+    assert d.confidence == run([gone]).confidence

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from faultline.classifiers.entities import KEYS, extract, extract_many
+from faultline.fixtures import textdata
 from faultline.pipeline.pci import normalize_pci
-from faultline.simulate import freetext
 
 
 def _found(text: str) -> dict[str, list]:
@@ -160,15 +160,15 @@ def test_every_filled_placeholder_is_found():
     """Every drain-reason / admin-comment template, filled three times: each hardware
     placeholder's value comes back from extract(), normalized."""
     texts, checks = [], []
-    for t in freetext.templates():
+    for t in textdata.templates():
         if t.kind == "traceback":
             continue
         rng = random.Random(f"entities|{t.text}")
         names = [n for n in dict.fromkeys(re.findall(r"\{(\w+)\}", t.text))
                  if n in _PLACEHOLDER_KEY]
         for _ in range(3):
-            slots = freetext.random_slots(rng, t.label)
-            texts.append(freetext.fill(t.text, slots))
+            slots = textdata.random_slots(rng, t.label)
+            texts.append(textdata.fill(t.text, slots))
             checks.append([(n, slots[n]) for n in names])
     missed = []
     for text, got, want in zip(texts, extract_many(texts), checks, strict=True):

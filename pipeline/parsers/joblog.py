@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from faultline.pipeline.linebatch import LineBatch
+from faultline.pipeline.parsers import jobout
+from faultline.pipeline.parsers.jobclock import Clock, ForwardClock
 from faultline.pipeline.parsers.kernel_messages import literal_needles
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, rank_of
 from faultline.pipeline.text import split_lines
@@ -164,7 +166,7 @@ class LineInfo:
 
     stamp: str | None  # the collector's timestamp text
     content: str  # the line after the collector stamp (rank/NCCL prefixes kept)
-    body: str  # content after the rank prefix(es): what a traceback sees
+    body: str  # content after the label and rank prefix(es): what a traceback sees
     rank: int | None = None
     rank_key: str | None = None  # "rank3" / "default3": which stream the line belongs to
     nccl_stamp: str | None = None
@@ -172,10 +174,12 @@ class LineInfo:
     pid: int | None = None
     tid: int | None = None
     cuda_dev: int | None = None
+    label: str | None = None  # ``srun --label``'s task number (labelled files only)
 
 
-def line_info(line: str) -> LineInfo:
-    """Split a job-log line into its prefixes (collector stamp, rank, NCCL) and content."""
+def line_info(line: str, labelled: bool = False) -> LineInfo:
+    """Split a job-log line into its prefixes (collector stamp, ``srun --label`` task
+    label when the file is ``labelled``, rank, NCCL) and content."""
     m = STAMP_RE.match(line)
     if m:
         stamp: str | None = m.group(1)
@@ -183,6 +187,9 @@ def line_info(line: str) -> LineInfo:
     else:
         stamp, content = None, line
     body = content
+    label = None
+    if labelled:
+        label, body = jobout.split_label(body)
     rank = rank_key = None
     for _ in range(2):  # ``[default3]:[rank3]:`` may stack
         if not body.startswith(("[rank", "[default")):  # what RANK_PREFIX_RE opens with
@@ -194,7 +201,8 @@ def line_info(line: str) -> LineInfo:
             rank_key = rm.group(1) + rm.group(2)
         rank = rank_of(rm.group(2))
         body = body[rm.end():]
-    info = LineInfo(stamp=stamp, content=content, body=body, rank=rank, rank_key=rank_key)
+    info = LineInfo(stamp=stamp, content=content, body=body, rank=rank, rank_key=rank_key,
+                    label=label)
     sm = NCCL_STAMP_RE.match(body) if body[1:2].isdecimal() else None  # ``[2025-...``
     if sm:
         info.nccl_stamp = sm.group(1)
@@ -618,55 +626,13 @@ def _joblog_split(line: str) -> tuple[str | None, str]:
     return info.rank_key, info.body
 
 
+def _labelled_split(line: str) -> tuple[str | None, str]:
+    """A labelled file's streams are its tasks' (and their ranks')."""
+    info = line_info(line, labelled=True)
+    return f"{info.label}/{info.rank_key}", info.body
+
+
 # --- time ---------------------------------------------------------------------------------
-
-
-_ASK = object()
-
-
-class Clock:
-    """Times of candidate lines, read in increasing line order.
-
-    A line with a stamp of its own is ``exact`` (zone carried) or ``assumed_tz``; a
-    line without one takes the nearest stamped line above it (``inherited``), found by
-    looking back no further than the previous query: every line is examined at most once.
-    """
-
-    def __init__(self, lines: list[str], ctx: ParseContext,
-                 stamp: Callable[[str], str | None]) -> None:
-        self.lines = lines
-        self.zone = ctx.zone
-        self.stamp = stamp
-        self.pos = -1
-        self.last: int | None = None
-
-    def _parse(self, text: str) -> tuple[int, str] | None:
-        """A stamp's time; None if unreadable or out of range (a broken clock's stamp
-        is no better than none: the line inherits, like an unstamped one)."""
-        got = parse_iso(text, self.zone)
-        if got is None or not in_range(got[0]):
-            return None
-        return got[0], ("exact" if got[1] else "assumed_tz")
-
-    def at(self, i: int, own: str | None = None, *, stamp: object = _ASK
-           ) -> tuple[int | None, str]:
-        """(ts, ts_quality) of line ``i``; ``own`` is a fallback stamp of the line itself;
-        ``stamp``, when given, is what the stamp function says of line ``i``."""
-        text = self.stamp(self.lines[i]) if stamp is _ASK else stamp
-        if text is not None and (got := self._parse(text)) is not None:
-            self.pos, self.last = i, got[0]
-            return got
-        for j in range(i - 1, self.pos, -1):
-            t = self.stamp(self.lines[j])
-            if t is not None and (got := self._parse(t)) is not None:
-                self.last = got[0]
-                break
-        self.pos = max(self.pos, i)
-        if own is not None and (got := self._parse(own)) is not None:
-            return got
-        if self.last is None:
-            return None, "untimed"
-        return self.last, "inherited"
 
 
 def _collector_stamp(line: str) -> str | None:
@@ -697,44 +663,76 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FilePars
 def parse_lines(lines: list[str], ctx: ParseContext,
                 candidates: Iterable[int] | None = None) -> FileParse:
     """Parse one job log's lines; ``candidates`` are the 0-based indices of the lines
-    matching :data:`CANDIDATE_RE` (computed here when not given)."""
+    matching :data:`CANDIDATE_RE` (computed here when not given).
+
+    A file without collector stamps (Slurm's ``slurm-<jobid>.out``) is timed by the
+    stamps its lines carry (:func:`jobout.own_stamp`); lines before the first of them
+    take the job's sacct start (``inherited``, ``attrs["ts_from"] = "job_start"``).
+    A file without a host of its own gets each line's host from its task label or rank
+    (:class:`jobout.Who`)."""
     fp = FileParse(lines=len(lines), shape="collector")
     if not lines:
         return fp
     if candidates is None:
         candidates = candidate_indices(lines, CANDIDATE_RE)
-    clock = Clock(lines, ctx, _collector_stamp)
+    stamped = jobout.has_collector_stamps(lines)
+    # a collector's file is one host's: no srun labels are looked for (nor paid for)
+    labelled = not stamped and jobout.is_labelled(lines)
+    if not stamped:
+        fp.shape = "slurm_out" if labelled else "unstamped"
+        clock = ForwardClock(lines, ctx, functools.partial(jobout.own_stamp,
+                                                           labelled=labelled, ctx=ctx))
+    else:
+        clock = Clock(lines, ctx, _collector_stamp)
+    split = _labelled_split if labelled else _joblog_split
+    who = jobout.Who(lines, labelled) if ctx.host is None else None
+    start = ctx.job_window[0] if ctx.job_window and in_range(ctx.job_window[0]) else None
     in_traceback: set[int] = set()
     events = fp.events
     for i in candidates:
         if i in in_traceback:
             continue
-        info = line_info(lines[i])
+        info = line_info(lines[i], labelled)
         # info.stamp is what _collector_stamp gives (a STAMP_RE match starts with a digit)
-        ts, quality = clock.at(i, own=info.nccl_stamp, stamp=info.stamp)
+        ts, quality = clock.at(i, own=info.nccl_stamp,
+                               stamp=info.stamp if stamped else clock.stamp(lines[i]))
+        from_start = ts is None and start is not None
+        if from_start:
+            ts, quality = start, "inherited"
+        host, place = who.place(info.label, info.rank) if who else (None, None)
         if TRACEBACK_OPEN in info.body:
-            block = collect_traceback(lines, i, _joblog_split)
+            block = collect_traceback(lines, i, split)
             in_traceback.update(set(block.own) - set(block.exc_lines))
-            events.append(traceback_event(block, ts, quality, info.rank,
-                                          ctx.host, ctx.job_id))
-            continue
-        hit = classify(info, ctx)
-        if hit is None:
-            continue
-        if hit.rule_id == "elastic.summary_exitcode":
-            _summary_context(lines, i, hit)
-        events.append(ParsedEvent(
-            line_no=i + 1, kind=hit.kind, message=cap(info.content), ts=ts,
-            ts_quality=quality, host=hit.host or ctx.host, device=hit.device,
-            job_id=ctx.job_id, rank=hit.rank, attrs=hit.attrs,
-        ))
+            ev = traceback_event(block, ts, quality, info.rank, ctx.host or host, ctx.job_id)
+        else:
+            hit = classify(info, ctx)
+            if hit is None:
+                continue
+            if hit.rule_id == "elastic.summary_exitcode":
+                _summary_context(lines, i, hit, labelled)
+            if place is None and who and hit.rank is not None:
+                place = who.ranks.get(hit.rank)
+            ev = ParsedEvent(
+                line_no=i + 1, kind=hit.kind, message=cap(info.content), ts=ts,
+                ts_quality=quality, host=hit.host or ctx.host or host
+                or (place.host if place else None),
+                device=hit.device or (place.device if place else None),
+                job_id=ctx.job_id, rank=hit.rank, attrs=hit.attrs,
+            )
+        if from_start:
+            ev.attrs["ts_from"] = "job_start"
+        if place is not None and ev.rank is not None:
+            ev.attrs.setdefault("cuda_dev", place.cuda_dev)
+            if place.local_rank is not None:
+                ev.attrs.setdefault("local_rank", place.local_rank)
+        events.append(ev)
     return fp
 
 
-def _summary_context(lines: list[str], i: int, hit: Hit) -> None:
+def _summary_context(lines: list[str], i: int, hit: Hit, labelled: bool = False) -> None:
     """torchrun's failure summary names rank and host a few lines above ``exitcode``."""
     for j in range(i - 1, max(-1, i - 6), -1):
-        body = line_info(lines[j]).body
+        body = line_info(lines[j], labelled).body
         if hit.rank is None and (m := _SUMMARY_RANK.match(body)):
             hit.rank = rank_of(m.group(1))
             if m.group(2):

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from faultline.pipeline.hostlist import HostlistError, expand_hostlist
+from faultline.pipeline.parsers import sacct_json
 from faultline.pipeline.parsers.joblog import cap
 from faultline.pipeline.records import INT32_MAX, FileParse, ParseContext, ParsedEvent, Reject
 from faultline.pipeline.text import split_lines
@@ -290,7 +291,10 @@ def job_event(job: _Job, header: Header, ctx: ParseContext) -> ParsedEvent:
 
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
-    """Parse one sacct dump (see the module docstring)."""
+    """Parse one sacct dump (see the module docstring); ``sacct --json`` output goes to
+    :mod:`.sacct_json`."""
+    if text.lstrip("\ufeff \t\r\n")[:1] == "{":
+        return sacct_json.parse(text, ctx)
     lines = split_lines(text)
     fp = FileParse(lines=len(lines), shape="sacct")
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)

@@ -1,4 +1,5 @@
-"""BMC event log (``ipmitool sel elist`` / ``sel list``) to events: ``parse(text, ctx)``.
+"""BMC event log (``ipmitool sel elist`` / ``sel list``, FreeIPMI ``ipmi-sel``) to events:
+``parse(text, ctx)``. Redfish's JSON form of the same log: :mod:`.redfish`.
 
 A row is ``id | date | time | sensor | event | direction [| detail]``::
 
@@ -97,6 +98,44 @@ def kind_of(sensor_type_name: str | None) -> str:
     return SENSOR_KINDS.get(sensor_type_name or "", "sel_other")
 
 
+# Other spellings of the IPMI sensor types: DMTF Redfish's ``SensorType`` enum
+# (LogEntry schema, https://redfish.dmtf.org/schemas/v1/LogEntry.v1_16_0.json) and
+# FreeIPMI's ``ipmi-sel`` Type column. Keys lower-case.
+TYPE_ALIASES: dict[str, str] = {
+    "power supply / converter": "sel_power",
+    "power unit / power management": "sel_power",
+    "system acpi powerstate": "sel_power",
+    "system acpi power state": "sel_power",
+    "cooling device": "sel_fan",
+    "physical chassis security": "sel_chassis",
+    "platform security violation attempt": "sel_chassis",
+    "management subsystem health": "sel_chassis",
+    "microcontroller / coprocessor": "sel_chassis",
+    "microcontroller/coprocessor": "sel_chassis",
+    "module / board": "sel_chassis",
+    "module/board": "sel_chassis",
+    "cable / interconnect": "sel_chassis",
+    "cable/interconnect": "sel_chassis",
+    "chip set": "sel_chassis",
+    "chassis": "sel_chassis",
+    "system chassis": "sel_chassis",
+    "memory": "sel_memory",
+    "post memory resize": "sel_memory",
+}
+_LOWER_KINDS = {k.lower(): v for k, v in SENSOR_KINDS.items()}
+
+
+def kind_of_type(name: str | None) -> str:
+    """Event kind of a sensor type however a tool spells it (ipmitool, FreeIPMI,
+    Redfish): exact ipmitool name first, then case-insensitive aliases."""
+    if not name:
+        return "sel_other"
+    if name in SENSOR_KINDS:
+        return SENSOR_KINDS[name]
+    low = " ".join(name.lower().split())
+    return _LOWER_KINDS.get(low) or TYPE_ALIASES.get(low, "sel_other")
+
+
 def parse_time(date: str, time: str, ctx: ParseContext) -> tuple[int | None, str] | None:
     """(epoch_us or None, ts_quality) of a row's date and time; None if unreadable."""
     if date.lower().startswith("pre-init"):
@@ -175,9 +214,80 @@ def parse_row(line: str, line_no: int, ctx: ParseContext) -> ParsedEvent | Rejec
     )
 
 
+# FreeIPMI ``ipmi-sel``: a header row names the columns (``ID | Date | Time | Name |
+# Type | [State |] Event``; ``--comma-separated-output`` uses commas).
+_FREEIPMI_HEADER = re.compile(r"^\s*ID\s*([|,])\s*Date\s*[|,]\s*Time\s*[|,]\s*Name\s*[|,]", re.I)
+_FREEIPMI_DATE = re.compile(r"^([A-Z][a-z]{2})-(\d{1,2})-(\d{4})$")
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_UNTIMED_DATES = frozenset({"postinit", "pre-init", "preinit", "n/a", "unknown"})
+
+
+def looks_like_freeipmi(first_line: str) -> bool:
+    """Whether a file's first line is ``ipmi-sel``'s header (for sniffing)."""
+    return bool(_FREEIPMI_HEADER.match(first_line))
+
+
+def parse_freeipmi(lines: list[str], first: int, ctx: ParseContext) -> FileParse:
+    """Parse FreeIPMI ``ipmi-sel`` output whose header is ``lines[first]``.
+
+    Dates are ``Jul-20-2017`` (read in ``ctx.tz``); ``PostInit`` rows were logged before
+    the BMC clock was set (``untimed``). The kind comes from the Type column (the IPMI
+    sensor type, :func:`kind_of_type`). With ``--verbose`` an ``Event Direction`` column
+    says ``Deassertion Event``: such rows are routine, as ipmitool's ``Deasserted``."""
+    out = FileParse(len(lines), shape="freeipmi")
+    m = _FREEIPMI_HEADER.match(lines[first])
+    delim = m.group(1) if m else "|"
+    cols = [c.strip().lower() for c in lines[first].split(delim)]
+    col = {c: i for i, c in enumerate(cols)}
+    need = ("id", "date", "time", "name", "type", "event")
+    if not all(c in col for c in need):
+        out.rejects.extend(Reject.of(i + 1, "unrecognized sel header", ln)
+                           for i, ln in enumerate(lines) if ln.strip())
+        return out
+    for i in range(first + 1, len(lines)):
+        line = lines[i]
+        if not line.strip() or line.strip() == lines[first].strip():
+            continue
+        f = [x.strip() for x in line.split(delim, len(cols) - 1)]
+        if len(f) < len(cols) or not _ID.match(f[col["id"]]):
+            out.rejects.append(Reject.of(i + 1, "unrecognized sel line", line))
+            continue
+        date, time = f[col["date"]], f[col["time"]]
+        if date.lower() in _UNTIMED_DATES:
+            when: tuple[int | None, str] | None = (None, "untimed")
+        elif (dm := _FREEIPMI_DATE.match(date)) and dm.group(1) in _MONTHS:
+            when = parse_time(f"{_MONTHS[dm.group(1)]}/{dm.group(2)}/{dm.group(3)}", time, ctx)
+        else:
+            when = None
+        if when is None:
+            out.rejects.append(Reject.of(i + 1, "bad timestamp", line))
+            continue
+        if when[0] is not None and not in_range(when[0]):
+            out.rejects.append(Reject.of(i + 1, OUT_OF_RANGE, line))
+            continue
+        direction = f[col["event direction"]] if "event direction" in col else ""
+        if direction.lower().startswith("deassertion"):
+            continue
+        stype, name, event = f[col["type"]], f[col["name"]], f[col["event"]]
+        attrs: dict = {"record_id": f[col["id"]].lower(), "sensor_type": stype or None,
+                       "sensor": name, "event": event, "asserted": True}
+        if "state" in col and f[col["state"]]:
+            attrs["state"] = f[col["state"]]
+        out.events.append(ParsedEvent(
+            line_no=i + 1, kind=kind_of_type(stype), message=" | ".join(f[col["name"]:]),
+            ts=when[0], ts_quality=when[1], host=ctx.host, device=name or None,
+            job_id=ctx.job_id, attrs=attrs))
+    return out
+
+
 def parse(text: str, ctx: ParseContext) -> FileParse:
-    """Parse an ``ipmitool sel elist`` dump."""
+    """Parse an ``ipmitool sel elist`` / ``sel list`` dump, or ``ipmi-sel`` output."""
     lines = split_lines(text)
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is not None and looks_like_freeipmi(lines[first].lstrip("\ufeff")):
+        lines[first] = lines[first].lstrip("\ufeff")
+        return parse_freeipmi(lines, first, ctx)
     out = FileParse(len(lines), shape="sel_elist")
     for i, line in enumerate(lines, 1):
         got = parse_row(line, i, ctx)
