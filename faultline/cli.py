@@ -218,6 +218,14 @@ def ingest(
         "--rules", help="A site's kernel message rules (TOML, repeatable), tried before "
         "the built-in ones; see docs/rules.md and 'faultline rules check'.",
         dir_okay=False)] = None,
+    host_from_path: Annotated[str | None, typer.Option(
+        help="Regex with a (?P<host>...) group that finds a file's host in its path, "
+        "for layouts faultline does not know (tried before the layout and known hosts).")]
+    = None,
+    json_fields: Annotated[str | None, typer.Option(
+        help="Field names of JSON-lines logs, e.g. message=log,time=ts,host=node "
+        "(keys: message, time, host, program); the common names are known without it.")]
+    = None,
 ) -> None:
     """Read a corpus of logs into the files, events, rejects and attempts tables, then
     build the interruptions and their root causes (interruptions, breakdown).
@@ -227,10 +235,20 @@ def ingest(
     if overrides is not None and not overrides.is_file():
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
+    from faultline.pipeline.hostpath import compile_pattern
+    from faultline.pipeline.settings import parse_json_fields
+
+    try:
+        fields = parse_json_fields(json_fields)
+        if host_from_path:
+            compile_pattern(host_from_path)
+    except ValueError as exc:
+        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
     site_rules = _site_rules(rules or [])
     _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules)
-
+            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
+            host_from_path=host_from_path, json_fields=fields)
 
 def _site_rules(paths: list[Path]) -> tuple[str, ...]:
     """Validate ``--rules`` files before any work; a malformed one is bad usage (2)."""
@@ -485,15 +503,29 @@ def simulate(
                                       file_okay=False, metavar="DIR")],
     seed: Annotated[int, typer.Option(metavar="N",
                                       help="Random seed (same seed, same bytes).")] = 0,
+    layout: Annotated[str, typer.Option(
+        metavar="LAYOUT", help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
+             "dmesg), central-syslog (one syslog for every host), rsyslog-tree (per-host "
+             "files of a central server), journal-json (journalctl -o json per host), "
+             "slurm-out (slurm-<jobid>.out), redfish (Redfish LogEntry JSON).")]
+    = "canonical",
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
     from faultline.simulate.config import load_preset
+    from faultline.simulate.layouts import LAYOUTS, get_layout
+    from faultline.simulate.relayout import LAYOUTS as RELAYOUTS
+    from faultline.simulate.relayout import simulate_in
 
     try:
         zone = load_preset(preset).tz
+        if layout not in RELAYOUTS and layout not in LAYOUTS:
+            get_layout(f"{layout}")  # raises, naming the layouts of both mechanisms
     except ValueError as exc:
-        err.print(f"[bold red]faultline simulate:[/] {exc}")
+        msg = str(exc)
+        if layout not in LAYOUTS and layout not in RELAYOUTS:
+            msg = f"unknown layout {layout!r}; known: {', '.join([*LAYOUTS, *RELAYOUTS])}"
+        err.print(f"[bold red]faultline simulate:[/] {msg}")
         raise typer.Exit(EXIT_USAGE) from exc
     with _progress() as bar:
         tasks: dict[str, object] = {}
@@ -503,7 +535,10 @@ def simulate(
                 tasks[what] = bar.add_task(f"writing {what}", total=n, detail="")
             bar.update(tasks[what], completed=i + 1)
 
-        result = run_simulation(preset, out, seed=seed, progress=step)
+        if layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
+            result = simulate_in(preset, out, layout, seed=seed, progress=step)
+        else:
+            result = run_simulation(preset, out, seed=seed, progress=step, layout=layout)
     typer.echo(f"simulated {preset} (seed {seed}): {result.files} files, {result.lines} "
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "

@@ -14,6 +14,7 @@ rows of a file never depend on the other files of its batch (``tests/test_filepa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -27,12 +28,11 @@ from pathlib import PurePosixPath
 
 import pyarrow as pa
 
-from faultline.pipeline import bundles
+from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.parsers import (
     hosts,
     inventory,
     joblog,
-    kernel,
     nvbugreport,
     nvsmi,
     redfish,
@@ -40,6 +40,7 @@ from faultline.pipeline.parsers import (
     slurm_nodes,
     slurmctld,
     slurmd,
+    structured,
     trainer,
 )
 from faultline.pipeline.records import FileParse, ParseContext, Reject
@@ -50,12 +51,12 @@ from faultline.pipeline.timeutil import choose_year
 from faultline.schemas.tables import EVENTS, FILES, REJECTS
 
 BATCH_PARSERS = {
-    "kernel": kernel.parse_many,
+    "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
     "job": joblog.parse_many,
     "trainer": trainer.parse_many,
 }
 PARSERS = {
-    "kernel": kernel.parse,
+    "kernel": structured.parse,
     "sel": redfish.parse_any,  # ipmitool / ipmi-sel text, or Redfish LogEntry JSON
     "inventory": inventory.parse,
     "job": joblog.parse,
@@ -80,7 +81,7 @@ _GUNZIP_OUT = 1 << 24
 # Lines parsed together by one parse_many call: enough to pay polars' fixed cost once
 # for hundreds of small files, few enough to bound a batch's memory.
 MAX_BATCH_LINES = 1 << 15
-_RFC3164_HEAD = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) ",
+_RFC3164_HEAD = re.compile(r"^\[?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) *(\d{1,2}) ",
                            re.M)
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"))}
@@ -100,29 +101,28 @@ def _dir_parts(directory: str) -> tuple[str, ...]:
     return PurePosixPath(directory).parts
 
 
-def context_from_path(path: str, tz: str) -> ParseContext:
-    """Host and job id from the corpus layout: hosts/<host>/..., jobs/<id>/<host>.log."""
+def context_from_path(path: str, tz: str, settings: IngestSettings | None = None
+                      ) -> ParseContext:
+    """Host and job id from the corpus layout (hosts/<host>/..., jobs/<id>/<host>.log,
+    <host>/var/log/...), a known host named by the path, or the user's pattern; see
+    :mod:`faultline.pipeline.hostpath`."""
     head, sep, name = path.rpartition("/")
     if name and name != ".":  # the directory's parts, then the name (as PurePosixPath)
         parts = (*_dir_parts(path[:len(head) + len(sep)]), name)
     else:
         parts = PurePosixPath(path).parts
-    host = job_id = None
-    if "jobs" in parts[:-1]:
-        i = len(parts) - 1 - parts[::-1].index("jobs")
-        if i + 1 < len(parts) - 1:
-            job_id = parts[i + 1]
-            stem = parts[-1].split(".")[0]
-            if not stem.startswith("train"):
-                host = stem
-    elif "hosts" in parts[:-1]:
-        i = len(parts) - 1 - parts[::-1].index("hosts")
-        if i + 1 < len(parts) - 1:
-            host = parts[i + 1]
+    if settings is None:
+        host, job_id, host_from = hostpath.resolve(path, parts)
+        fields: tuple[tuple[str, str], ...] = ()
+    else:
+        host, job_id, host_from = hostpath.resolve(path, parts, settings.known_hosts,
+                                                   settings.host_from_path)
+        fields = settings.json_fields
     if name.startswith("slurm-") and (m := SLURM_OUT_RE.search(name)):
         job_id = job_id or m.group(1)  # slurm-<jobid>.out, anywhere: one file for all
-        host = None  # its hosts (each line's host is its rank's: joblog)
-    return ParseContext(path=path, host=host, job_id=job_id, tz=tz)
+        host, host_from = None, "none"  # its hosts (each line's host is its rank's: joblog)
+    return ParseContext(path=path, host=host, job_id=job_id, tz=tz, host_from=host_from,
+                        json_fields=fields)
 
 
 def gunzip(data: bytes, limit: int = MAX_PLAIN_BYTES) -> tuple[bytes, str | None]:
@@ -350,15 +350,14 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     else:
         head = split_lines(text[:SNIFF_BYTES])
     source = sniff(head, path)
-    ctx = context_from_path(path, settings.tz)
+    ctx = context_from_path(path, settings.tz, settings)
     if source in ("kernel", "nvidia_bug_report"):
-        ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz,
-                           syslog_year(text, settings, mtime), settings.rule_texts)
+        ctx = dataclasses.replace(ctx, year=syslog_year(text, settings, mtime),
+                                  rules=settings.rule_texts)
     elif source == "job" and ctx.job_id is not None and settings.job_windows:
         window = settings.job_windows.get(ctx.job_id)
         if window is not None:
-            ctx = ParseContext(path, ctx.host, ctx.job_id, ctx.tz, settings.year,
-                               job_window=window)
+            ctx = dataclasses.replace(ctx, year=settings.year, job_window=window)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))
@@ -413,6 +412,14 @@ def attrs_json(attrs: dict) -> str | None:
     return _JSON_ENCODER.encode(attrs)
 
 
+def _host_from(f: _File, fp: FileParse) -> str:
+    """``files.host_from``: how the path gave the host, else ``line`` when the file's
+    events name their hosts, else ``none``."""
+    if f.ctx.host is not None or not fp.events:
+        return f.ctx.host_from
+    return "line" if any(e.host for e in fp.events) else "none"
+
+
 class _Rows:
     """The rows of a batch's three tables, column by column; Arrow tables built once."""
 
@@ -430,6 +437,7 @@ class _Rows:
             "event_lines": event_lines, "reject_lines": reject_lines,
             "duplicate_of": None, "bytes": f.nbytes,
             "compressed": f.compressed, "host": f.ctx.host, "shape": fp.shape,
+            "host_from": _host_from(f, fp),
             "problem": f.problem, "mtime": f.mtime, "parsed_with": self.parsed_with,
         }
         for c, values in self.files.items():

@@ -21,6 +21,7 @@ from faultline.pipeline.bundles import SEP
 from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
+from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US
 from faultline.schemas.ddl import quote_ident
 from faultline.schemas.tables import ATTEMPTS, EVENTS, FILES, REJECTS
 
@@ -39,6 +40,7 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     changed = _merge(con, staging)
     _mark_duplicates(con)
     _resolve_hosts(con)
+    anchor_boots(con)
     _map_gpus(con)
     _rebuild_attempts(con)
     return changed
@@ -178,6 +180,102 @@ def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
     con.executemany("INSERT INTO host_map VALUES (?, ?)", mapping)
     con.execute("UPDATE events SET host = m.host FROM host_map m WHERE events.host = m.alias")
+
+
+def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
+    """Wall times for kernel lines that carry only the time since boot (plain dmesg,
+    /dev/kmsg) and whose file had no anchor of its own (``attrs.boot_seq`` says which
+    boot of the file they belong to), from the rest of the corpus:
+
+    - ``same_record``: the same kernel record, with the same microsecond uptime and
+      kind on the same host, appears in a timed file (syslog ``kernel: [secs]``, journal
+      JSON with ``__MONOTONIC_TIMESTAMP``): boot = its time minus its uptime (median);
+    - ``same_message``: two or more kernel messages of the boot (not boot banners), each
+      found once in the boot and once among the host's timed lines (``dmesg -T``, a
+      syslog without ``[secs]``), agree on the boot within 2 s: boot = their median;
+    - ``slurmctld``: a boot of the file that starts in it (a ``boot`` event within 120 s
+      of uptime 0) paired with Slurm's ``unexpectedly rebooted boot_time=`` for that
+      host, only when the host's boots in the file and Slurm's boot times are equally
+      many (paired in order): an unknown boot in between would shift the pairing, so
+      an unequal count leaves the lines untimed rather than wrong.
+
+    Anchored lines become ``boot_relative``. Recomputed from the stored rows on every
+    load (lines anchored before are reset first), so a re-run changes nothing and a new
+    file that brings an anchor takes effect.
+    """
+    con.execute("""
+        UPDATE events SET ts = NULL, ts_quality = 'untimed'
+        WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND ts IS NOT NULL
+    """)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE boot_anchor AS
+        WITH un AS (
+            SELECT path, host, kind, message, CAST(attrs->>'boot_seq' AS INTEGER) AS seg,
+                   CAST(attrs->>'uptime_us' AS BIGINT) AS up
+            FROM events
+            WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND host IS NOT NULL
+        ), timed AS (
+            SELECT host, kind, CAST(attrs->>'uptime_us' AS BIGINT) AS up, epoch_us(ts) AS ts
+            FROM events
+            WHERE source = 'kernel' AND ts IS NOT NULL AND attrs->>'boot_seq' IS NULL
+              AND attrs->>'uptime_us' IS NOT NULL AND ts_quality <> 'inherited'
+        ), same_record AS (
+            SELECT un.path, un.seg, CAST(median(timed.ts - timed.up) AS BIGINT) AS boot_us
+            FROM un JOIN timed USING (host, kind, up)
+            GROUP BY ALL
+        ), msg_timed AS (  -- a host's timed kernel messages that occur once
+            SELECT host, kind, message, any_value(epoch_us(ts)) AS ts
+            FROM events
+            WHERE source = 'kernel' AND ts IS NOT NULL AND attrs->>'boot_seq' IS NULL
+              AND ts_quality <> 'inherited' AND host IS NOT NULL AND kind <> 'boot'
+            GROUP BY ALL HAVING count(*) = 1
+        ), msg_un AS (
+            SELECT path, seg, host, kind, message, any_value(up) AS up
+            FROM un WHERE kind <> 'boot'
+            GROUP BY ALL HAVING count(*) = 1
+        ), same_message AS (  -- two or more such messages agree on the boot
+            SELECT u.path, u.seg, CAST(median(m.ts - u.up) AS BIGINT) AS boot_us
+            FROM msg_un u JOIN msg_timed m USING (host, kind, message)
+            GROUP BY ALL
+            HAVING count(*) >= 2 AND max(m.ts - u.up) - min(m.ts - u.up) <= 2000000
+        ), starts AS (  -- boots that start inside the file, in order
+            SELECT path, host, seg,
+                   row_number() OVER (PARTITION BY path ORDER BY seg) AS n,
+                   count(*) OVER (PARTITION BY path) AS k
+            FROM (SELECT DISTINCT path, host, seg FROM un
+                  WHERE kind = 'boot' AND up < 120000000)
+        ), slurm AS (
+            SELECT host, CAST(attrs->>'boot_time' AS BIGINT) * 1000000 AS boot_us,
+                   row_number() OVER (PARTITION BY host
+                                      ORDER BY CAST(attrs->>'boot_time' AS BIGINT)) AS n,
+                   count(*) OVER (PARTITION BY host) AS k
+            FROM (SELECT DISTINCT host, attrs FROM events
+                  WHERE kind = 'node_reboot' AND attrs->>'boot_time' IS NOT NULL
+                    AND host IS NOT NULL)
+        ), from_slurm AS (
+            SELECT s.path, s.seg, sl.boot_us
+            FROM starts s JOIN slurm sl ON sl.host = s.host AND sl.n = s.n AND sl.k = s.k
+        )
+        SELECT path, seg, boot_us FROM same_record
+        UNION ALL
+        SELECT path, seg, boot_us FROM same_message
+        WHERE (path, seg) NOT IN (SELECT (path, seg) FROM same_record)
+        UNION ALL
+        SELECT path, seg, boot_us FROM from_slurm
+        WHERE (path, seg) NOT IN (SELECT (path, seg) FROM same_record)
+          AND (path, seg) NOT IN (SELECT (path, seg) FROM same_message)
+    """)
+    con.execute(f"""
+        UPDATE events SET ts = TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(
+                              a.boot_us + CAST(events.attrs->>'uptime_us' AS BIGINT)),
+                          ts_quality = 'boot_relative'
+        FROM boot_anchor a
+        WHERE events.path = a.path AND events.source = 'kernel'
+          AND events.attrs->>'boot_seq' IS NOT NULL
+          AND CAST(events.attrs->>'boot_seq' AS INTEGER) = a.seg
+          AND a.boot_us + CAST(events.attrs->>'uptime_us' AS BIGINT) >= {TS_MIN_US}
+          AND a.boot_us + CAST(events.attrs->>'uptime_us' AS BIGINT) < {TS_MAX_US}
+    """)  # noqa: S608 (constants: the plausible range of timeutil.in_range)
 
 
 def _map_gpus(con: duckdb.DuckDBPyConnection) -> None:

@@ -43,6 +43,9 @@ class ParseContext:
     # (start, end) epoch us of the file's job from sacct: the year of job-log stamps
     # that carry none, and the time of lines before the job's first stamp
     job_window: tuple[int, int] | None = None
+    host_from: str = "none"  # how ``host`` was decided (faultline.pipeline.hostpath)
+    # user-named JSON fields of structured logs: (("message", "log"), ("host", "node"))
+    json_fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def zone(self) -> ZoneInfo:

@@ -27,11 +27,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles
+from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
-from faultline.pipeline.parsers import sacct, slurmctld
+from faultline.pipeline.parsers import hosts, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import path_hint
@@ -209,13 +209,45 @@ class NothingRecognized(IngestError):
     """The corpus named on the command line holds no file of any known log source."""
 
 
+def corpus_hosts(paths: list[str], tz: str) -> frozenset[str]:
+    """Host names the job records (sacct node lists) and hosts.csv know, inside archives
+    too: a path component naming one gives a file its host
+    (:mod:`faultline.pipeline.hostpath`)."""
+    node_lists: list[str] = []
+    names: list[str] = []
+    for outer in paths:
+        if path_hint(outer) not in ("sacct", "hosts") \
+                and not outer.lower().endswith(bundles.SUFFIXES):
+            continue
+        try:
+            whole, _, _ = read_bytes(outer)
+        except OSError:  # vanished or unreadable since discovery: the parse says so
+            continue
+        for path, data in bundles.with_members(outer, whole):
+            hint = path_hint(path)
+            if hint not in ("sacct", "hosts"):
+                continue
+            if data[:2] == b"\x1f\x8b":
+                data, _ = gunzip(data)
+            ctx = ParseContext(path=path, tz=tz)
+            if hint == "sacct":
+                fp = sacct.parse(decode(data), ctx)
+                node_lists += [n for e in fp.events
+                               if isinstance(n := e.attrs.get("nodelist"), str)]
+            else:
+                names += [e.host for e in hosts.parse(decode(data), ctx).events if e.host]
+    return hostpath.known_hosts(node_lists, names)
+
+
 def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
            progress: Callable[[int, int], None] | None = None,
            rules: tuple[str, ...] = (),
-           on_phase: Callable[[str], None] | None = None) -> IngestSummary:
+           on_phase: Callable[[str], None] | None = None,
+           host_from_path: str | None = None,
+           json_fields: tuple[tuple[str, str], ...] = ()) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -262,9 +294,14 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         if zone.error:
             raise IngestError(zone.error)
         window, job_windows = prepass(paths, zone.zone)
-        settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                  window=None if year else window, job_windows=job_windows,
-                                  rules=rules)
+        try:
+            settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
+                                      window=None if year else window,
+                                      job_windows=job_windows, rules=rules,
+                                      known_hosts=corpus_hosts(paths, zone.zone),
+                                      host_from_path=host_from_path, json_fields=json_fields)
+        except ValueError as exc:
+            raise IngestError(str(exc)) from exc
         staging.clear()
         try:
             _refuse_foreign(db)

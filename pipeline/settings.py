@@ -14,6 +14,24 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from faultline import __version__
+from faultline.pipeline.hostpath import compile_pattern
+
+JSON_FIELD_KEYS = ("message", "time", "host", "program")
+
+
+def parse_json_fields(spec: str | None) -> tuple[tuple[str, str], ...]:
+    """``message=log,time=ts,host=node`` (``--json-fields``) as sorted pairs;
+    ValueError for an item without ``=`` or an unknown key."""
+    out: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in (spec or "").split(","))):
+        key, eq, name = item.partition("=")
+        if not eq or not name.strip():
+            raise ValueError(f"--json-fields: {item!r} is not KEY=FIELD")
+        if key.strip() not in JSON_FIELD_KEYS:
+            raise ValueError(f"--json-fields: unknown key {key.strip()!r}; known: "
+                             f"{', '.join(JSON_FIELD_KEYS)}")
+        out[key.strip()] = name.strip()
+    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,12 @@ class IngestSettings:
     rules: tuple[str, ...] = ()
     # (name, text) of each rules file, read and validated once, on the driver
     rule_texts: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False)
+    # host names the job records and hosts.csv know: a path component
+    # naming one of them gives a file its host (see faultline.pipeline.hostpath)
+    known_hosts: frozenset[str] = frozenset()
+    host_from_path: str | None = None  # --host-from-path REGEX with a (?P<host>...) group
+    # --json-fields: user names for a JSON log's fields, e.g. (("message", "log"),)
+    json_fields: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         ZoneInfo(self.tz)  # fail early, on the driver, for an unknown zone
@@ -39,6 +63,12 @@ class IngestSettings:
             from faultline.pipeline.parsers.kernel_rules import read_rule_files
 
             object.__setattr__(self, "rule_texts", read_rule_files(self.rules))
+        if self.host_from_path:
+            compile_pattern(self.host_from_path)  # ValueError for a bad pattern
+        for key, _name in self.json_fields:
+            if key not in JSON_FIELD_KEYS:
+                raise ValueError(f"--json-fields: unknown key {key!r}; known: "
+                                 f"{', '.join(JSON_FIELD_KEYS)}")
 
     @property
     def fingerprint(self) -> str:
@@ -47,12 +77,16 @@ class IngestSettings:
         file only when its size, mtime and this fingerprint are unchanged, so changing
         ``--tz``, a site rules file (its content) or upgrading faultline re-parses
         instead of keeping stale rows. A zone faultline inferred or assumed says so
-        (``tz=America/Los_Angeles (inferred)``). The year-inference window is left out on
-        purpose: new sacct dumps move it on every incremental run, and a file already
-        placed keeps its year."""
+        (``tz=America/Los_Angeles (inferred)``). The year-inference window and the known
+        hosts are left out on purpose: new sacct dumps change them on every incremental
+        run, and a file already placed keeps its year and host."""
         how = "" if self.tz_how == "given" else f" ({self.tz_how})"
         base = (f"faultline {__version__}+{_code_hash()}; tz={self.tz}{how}; "
                 f"year={self.year or '-'}")
+        if self.host_from_path:
+            base += f"; host_from_path={self.host_from_path}"
+        if self.json_fields:
+            base += "; json_fields=" + ",".join(f"{k}={v}" for k, v in self.json_fields)
         if not self.rule_texts:
             return base
         h = hashlib.sha256()

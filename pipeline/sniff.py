@@ -22,6 +22,7 @@ from faultline.pipeline.parsers import (
     sel,
     slurm_nodes,
     slurmd,
+    structured,
 )
 from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
 
@@ -126,6 +127,9 @@ def sniff(lines: list[str], path: str = "") -> str:
         return "inventory"
     if _HOSTS_HEADER.search(first):
         return "hosts"
+    # journal JSON / export, JSON lines from a log store
+    if (first.startswith("{") or "=" in first) and structured.looks_structured(sample):
+        return "kernel"
     if hint and _confirms(hint, sample[:8]):  # the common case, decided cheaply
         return hint
     job_sig = _LINE_SIGNATURES["job"]

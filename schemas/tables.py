@@ -142,6 +142,8 @@ TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relat
                 "untimed")
 EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")
 COMPONENT_KINDS = ("table5", "planned", "unattributed")
+# files.host_from (faultline.pipeline.hostpath.HOST_FROM is the same tuple)
+HOST_FROM = ("line", "path_known", "path_layout", "pattern", "none")
 
 
 # --- tables ---------------------------------------------------------------------------
@@ -168,6 +170,11 @@ FILES = Table(
         Column("bytes", I64, "Size on disk in bytes (extension).", minimum=0),
         Column("compressed", B, "True for gzip files (extension)."),
         Column("host", S, "Host the path names, if any (extension).", nullable=True),
+        Column("host_from", S, "How the file's host was decided: path_layout "
+               "(hosts/<host>/, jobs/<id>/<host>.log, <host>/var/log/), path_known (a path "
+               "component names a host of sacct or hosts.csv), pattern (--host-from-path), "
+               "line (no host from the path; the lines name theirs), none (extension).",
+               values=HOST_FROM),
         Column("shape", S, "Line shape within the source, e.g. rfc3339, rfc3164, "
                "dmesg_t, iso, kmsg (extension).", nullable=True),
         Column("problem", S, "What went wrong reading the file as a whole, e.g. "

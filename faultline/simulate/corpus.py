@@ -31,6 +31,7 @@ from faultline.simulate.cluster import Cluster, Host, build_cluster
 from faultline.simulate.config import Preset, load_preset
 from faultline.simulate.jobs import job_host_lines, trainer_lines
 from faultline.simulate.kernel import HostKernelPlan, kernel_stream
+from faultline.simulate.layouts import get_layout
 from faultline.simulate.model import Line, Timeline
 from faultline.simulate.output import CorpusOutput, Marked
 from faultline.simulate.slurm import other_jobs, sacct_lines, slurmctld_lines
@@ -53,8 +54,10 @@ class SimResult:
 
 
 def simulate(preset_name: str, out: Path, seed: int = 0,
-             progress: Callable[[str, int, int], None] | None = None) -> SimResult:
-    """Generate the preset's corpus under ``out`` (deterministic per preset and seed)."""
+             progress: Callable[[str, int, int], None] | None = None,
+             layout: str = "canonical") -> SimResult:
+    """Generate the preset's corpus under ``out`` (deterministic per preset, seed and
+    layout; see :mod:`faultline.simulate.layouts` for the layouts)."""
     t_start = time.perf_counter()
     p = load_preset(preset_name)
     zone = ZoneInfo(p.tz)
@@ -64,7 +67,7 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
     plans, sel_lines, reboots = _host_plans(p, cluster, tl, seed)
     others = other_jobs(p.other_jobs, list(cluster.others), tl.start, tl.end, seed)
     _history(others, plans, cluster, seed)
-    o = CorpusOutput(out)
+    o = CorpusOutput(out, get_layout(layout), zone=zone, start=p.start)
     step = progress or (lambda _what, _i, _n: None)
 
     hosts = cluster.hosts
@@ -204,10 +207,11 @@ def _write_host(o: CorpusOutput, p: Preset, h: Host, plan: HostKernelPlan,
     base = f"hosts/{h.name}"
     rng = random.Random(f"{seed}:host:{h.name}")
     fqdn = h.shape == "rfc3339" and rng.random() < 0.3
+    shape = o.layout.kernel_shape(h.shape)
     if h.shape == "dmesg_t":
         o.write(f"{base}/dmesg.txt",
                 kernel_stream(plan, tl.start, tl.end, p.kernel_routine_per_host_day, zone,
-                              seed, fqdn, True), "kernel")
+                              seed, fqdn, True, shape), "kernel", host=h.name)
     else:
         span = p.rotate_days * 86400
         n = max(1, int((tl.end - tl.start + span - 1) // span))
@@ -218,11 +222,11 @@ def _write_host(o: CorpusOutput, p: Preset, h: Host, plan: HostKernelPlan,
             gz = p.gzip_rotated and k >= 2
             o.write(f"{base}/{name}{'.gz' if gz else ''}",
                     kernel_stream(plan, t0, t1, p.kernel_routine_per_host_day, zone, seed,
-                                  fqdn, k == 0), "kernel", compress=gz)
+                                  fqdn, k == 0, shape), "kernel", compress=gz, host=h.name)
     crlf = rng.random() < 0.2
     o.write(f"{base}/sel.txt", _sel_lines(sel, zone, rng), "sel",
-            newline=b"\r\n" if crlf else b"\n")
-    o.write(f"{base}/gpus.csv", _gpus_csv(h), "inventory")
+            newline=b"\r\n" if crlf else b"\n", host=h.name)
+    o.write(f"{base}/gpus.csv", _gpus_csv(h), "inventory", host=h.name)
 
 
 def _sel_lines(sel: list[tuple[Line, int | None]], zone: ZoneInfo,
@@ -323,5 +327,7 @@ def _write_truth(out: Path, p: Preset, seed: int, cluster: Cluster, tl: Timeline
         "downtime_seconds": down_total, "files": o.n_files, "lines": o.total_lines,
         "bytes": o.total_bytes,
     }
+    if o.layout.name != "canonical":  # the canonical summary stays as it always was
+        summary["layout"] = o.layout.name
     (out / "truth" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return ett

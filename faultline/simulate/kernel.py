@@ -6,7 +6,9 @@ numpy (times, template choice) and merged with the few interesting lines by time
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -86,19 +88,60 @@ def _boot_lines(t: float, driver: str, host: Host) -> list[tuple[float, str, str
     ]
 
 
-def render_prefix(shape: str, ts: np.ndarray, zone: ZoneInfo) -> list[str]:
+# Shapes that carry kernel lines only (no syslog tags), like dmesg's ring buffer.
+KERNEL_RING = frozenset({"dmesg_t", "dmesg"})
+# RFC 3164 without the host field (``Jul  1 12:00:00 kernel: [secs] msg``): journalctl
+# --no-hostname, rsyslog templates that leave the host to the file's path
+NO_HOST = "rfc3164_nohost"
+
+
+def render_prefix(shape: str, ts: np.ndarray, zone: ZoneInfo,
+                  uptimes: np.ndarray | None = None) -> list[str]:
     if shape == "rfc3339":
         return timefmt.rfc3339(ts, zone)
-    if shape == "rfc3164":
+    if shape in ("rfc3164", NO_HOST):
         return timefmt.rfc3164(ts, zone)
+    if shape in ("dmesg", "journal_json"):  # seconds since boot (journal: its monotonic)
+        up = uptimes if uptimes is not None else np.zeros(len(ts))
+        return [f"[{max(u, 0.0):12.6f}]" for u in up.tolist()]
     return timefmt.dmesg_t(ts, zone)
 
 
+def _boot_id(host: Host, boot_t: float) -> str:
+    return hashlib.sha256(f"{host.name}:{boot_t:.6f}".encode()).hexdigest()[:32]
+
+
+def journal_json(t: float, up: float, boot: str, name: str, tag: str,
+                 text: str | bytes) -> str:
+    """One ``journalctl -o json`` entry. MESSAGE is a byte array when it is not UTF-8,
+    as journald writes it (systemd's JOURNAL_EXPORT_FORMATS: "JSON")."""
+    try:
+        msg: object = text.decode("utf-8") if isinstance(text, bytes) else text
+    except UnicodeDecodeError:
+        msg = list(text)
+    ident, _, pid = tag.partition("[")
+    entry: dict[str, object] = {
+        "__REALTIME_TIMESTAMP": str(round(t * 1e6)),
+        "__MONOTONIC_TIMESTAMP": str(round(max(up, 0.0) * 1e6)),
+        "_BOOT_ID": boot,
+        "PRIORITY": "4" if ident == "kernel" else "6",
+        "_TRANSPORT": "kernel" if ident == "kernel" else "syslog",
+        "SYSLOG_IDENTIFIER": ident,
+        "_HOSTNAME": name,
+        "MESSAGE": msg,
+    }
+    if pid:
+        entry["_PID"] = pid.rstrip("]")
+    return json.dumps(entry, separators=(",", ":"))
+
+
 def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone: ZoneInfo,
-                  seed: int, fqdn: bool, last_file: bool) -> Iterator[object]:
-    """Every line of the host's kernel log between t0 and t1, in time order."""
+                  seed: int, fqdn: bool, last_file: bool,
+                  shape: str | None = None) -> Iterator[object]:
+    """Every line of the host's kernel log between t0 and t1, in time order, in the
+    host's shape (or ``shape``: what the corpus layout writes instead)."""
     host = plan.host
-    shape = host.shape
+    shape = shape or host.shape
     name = host.fqdn if fqdn else host.name
     rng = np.random.default_rng([seed, host.index, int(t0)])
     py = random.Random(f"{seed}:{host.index}:{t0}")
@@ -107,7 +150,7 @@ def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone
     # interesting lines: (t, order, tag, text, marker)
     special: list[tuple[float, int, str, str | bytes, object]] = []
     for i, (ln, inc) in enumerate(plan.lines):
-        if t0 <= ln.t < t1 and not (shape == "dmesg_t" and ln.tag != "kernel"):
+        if t0 <= ln.t < t1 and not (shape in KERNEL_RING and ln.tag != "kernel"):
             special.append((ln.t, i, ln.tag, ln.text, (ln, inc)))
     for b_t, driver, orderly in plan.boots:
         if orderly and t0 <= b_t - 40 < t1:
@@ -130,7 +173,7 @@ def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone
             ts = np.sort(rng.uniform(day, end, n))
             for a, b in plan.downs:
                 ts = ts[(ts < a) | (ts >= b)]
-            pool = KERNEL_ONLY if shape == "dmesg_t" else range(len(ROUTINE))
+            pool = KERNEL_ONLY if shape in KERNEL_RING else range(len(ROUTINE))
             pool = np.array(list(pool))
             picks = pool[rng.integers(0, len(pool), len(ts))]
             nums = rng.integers(100, 99999, len(ts))
@@ -147,21 +190,25 @@ def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone
         if not block:
             return
         ts = np.array([b[0] for b in block])
-        prefixes = render_prefix(shape, ts, zone)
-        uptimes = ts - boot_times[np.clip(np.searchsorted(boot_times, ts, "right") - 1, 0,
-                                          None)]
-        for (_t, _o, tag, text, marker), pre, up in zip(block, prefixes, uptimes.tolist(),
-                                                       strict=True):
+        boot_at = boot_times[np.clip(np.searchsorted(boot_times, ts, "right") - 1, 0, None)]
+        uptimes = ts - boot_at
+        prefixes = render_prefix(shape, ts, zone, uptimes)
+        for (t, _o, tag, text, marker), pre, up, b_t in zip(
+                block, prefixes, uptimes.tolist(), boot_at.tolist(), strict=True):
             if tag == RAW:
-                yield text
+                if shape != "journal_json":  # the journal has no torn pages
+                    yield text
                 continue
-            if shape == "dmesg_t":
+            if shape == "journal_json":
+                line = journal_json(t, up, _boot_id(host, b_t), name, tag, text)
+            elif shape in KERNEL_RING:
                 line = f"{pre} {text}"
             elif tag == "kernel":
-                stamp = f"[{max(up, 0.0):12.6f}] " if shape == "rfc3164" else ""
-                line = f"{pre} {name} kernel: {stamp}{text}"
+                stamp = f"[{max(up, 0.0):12.6f}] " if shape in ("rfc3164", NO_HOST) else ""
+                who = "" if shape == NO_HOST else f" {name}"
+                line = f"{pre}{who} kernel: {stamp}{text}"
             else:
-                line = f"{pre} {name} {tag}: {text}"
+                line = f"{pre}{'' if shape == NO_HOST else ' ' + name} {tag}: {text}"
             if marker is None:
                 yield line
             else:
@@ -176,14 +223,25 @@ def kernel_stream(plan: HostKernelPlan, t0: float, t1: float, per_day: int, zone
             yield from flush()
         if plan.bad_utf8 and not dirt_done and item[4] is None and py.random() < 0.01:
             yield from flush()
-            pre = render_prefix(shape, np.array([item[0]]), zone)[0]
-            who = "" if shape == "dmesg_t" else f" {name} kernel:"
             # a device string with bytes that are not UTF-8, as USB descriptors can be
-            yield f"{pre}{who} usb 1-1: Product: ".encode() + b"\xff\xfeBMC Keyboard"
+            yield _one_line(shape, item[0], boot_times, zone, host, name,
+                            b"usb 1-1: Product: \xff\xfeBMC Keyboard")
             dirt_done = True
     yield from flush()
     if last_file and plan.truncate_end:
-        pre = render_prefix(shape, np.array([t1 - 1.0]), zone)[0]
-        who = "" if shape == "dmesg_t" else f" {name} kernel:"
-        yield f"{pre}{who} mlx5_core 0000:0c:00.0: mlx5_cmd_out_err:8"
+        line = _one_line(shape, t1 - 1.0, boot_times, zone, host, name,
+                         b"mlx5_core 0000:0c:00.0: mlx5_cmd_out_err:8")
+        yield line[:-12] if shape == "journal_json" else line  # a torn last entry
         yield NO_FINAL_NEWLINE
+
+
+def _one_line(shape: str, t: float, boot_times: np.ndarray, zone: ZoneInfo, host: Host,
+              name: str, text: bytes) -> bytes:
+    """A single kernel line written outside the vectorized blocks (dirt)."""
+    b_t = float(boot_times[max(int(np.searchsorted(boot_times, t, "right")) - 1, 0)])
+    if shape == "journal_json":
+        return journal_json(t, t - b_t, _boot_id(host, b_t), name, "kernel", text).encode()
+    pre = render_prefix(shape, np.array([t]), zone, np.array([t - b_t]))[0]
+    who = ("" if shape in KERNEL_RING else " kernel:" if shape == NO_HOST
+           else f" {name} kernel:")
+    return f"{pre}{who} ".encode() + text

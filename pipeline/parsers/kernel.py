@@ -14,10 +14,20 @@ iso        ``2024-07-01T12:00:00,123456+00:00 MSG`` (``dmesg --time-format=iso``
 kmsg       ``4,1234,123456789,-;MSG`` (/dev/kmsg; microseconds since boot) followed by
            `` SUBSYSTEM=...``/`` DEVICE=...`` continuation lines that belong to the record.
 dmesg      ``[  123.456789] MSG``, optionally ``<6>``-prefixed (``dmesg -r``, pstore) and
-           with a ``[ T1946]`` caller id; seconds since boot.
+           with a ``[ T1946]`` caller id; seconds since boot. ``[  123.456789] host
+           kernel: MSG`` (journalctl ``-o short-monotonic``) gives the host and tag too
+           (only a ``kernel`` or ``name[pid]`` tag: ``usb 1-1: ...`` stays a message).
+reltime    ``[Dec07 10:31] MSG`` then ``[  +0.000123] MSG`` (``dmesg -H``/``--reltime``):
+           the wall clock to the minute, then the time since the previous message;
+           no year (as rfc3164), ts_quality ``inferred_year``.
 =========  ===========================================================================
 
-Blank lines and pstore part headers (``Panic#1 Part2``) are routine. A line of no shape
+Syslog lines without a host field (``Jul  1 12:00:00 kernel: MSG``, journalctl
+``--no-hostname``, some rsyslog templates) have their tag where the host would be; host
+names never end in a colon, so such a line's host comes from the path.
+
+Blank lines, pstore part headers (``Panic#1 Part2``) and journalctl's markers
+(``-- Reboot --``, ``-- Boot <id> --``, ``-- Logs begin at ... --``) are routine. A line of no shape
 is a reject (``unrecognized kernel line``, or ``nul bytes``), unless its text is a
 kernel message that matters: then it is an event whose time is inherited from the
 nearest earlier line that has one.
@@ -51,7 +61,12 @@ drops by more than a second. A boot is anchored by lines that carry both a wall 
 and the time since boot: syslog lines with a ``kernel: [secs]`` stamp, and kernel audit
 records ``audit(<epoch>.<ms>:<serial>)``; the anchor is the median of
 ``wall - uptime`` over the first 16 such lines of the boot. Anchored lines get
-``boot_relative``; without an anchor they are ``untimed`` (order is kept by line_no).
+``boot_relative``; without an anchor they are ``untimed`` (order is kept by line_no) and
+carry ``attrs.boot_seq`` (which boot of the file), so that the loader can anchor them
+from the rest of the corpus (``pipeline/load.py``: ``anchor_boots``).
+
+Structured logs (journal JSON/export, JSON lines from log stores) are read by this
+parser too, through :mod:`structured`.
 """
 
 from __future__ import annotations
@@ -103,11 +118,21 @@ SHAPES: tuple[tuple[str, str, str, str], ...] = (
      rf"^(?P<decode>{_DEC})\[{_WDAY} (?P<mon>{_MON}) +(?P<day>\d{{1,2}}) (?P<hms>{_HMS}) "
      r"(?P<year>\d{4})\]", _LOOSE_TO_END, ""),
     ("kmsg", r"^(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),(?P<flags>[^;]*);", r"(?P<msg>.*)$", ""),
+    # dmesg -H / --reltime: the wall clock to the minute when a minute starts, then
+    # the time since the previous message
+    ("reltime", rf"^\[(?P<mon>{_MON})(?P<day>[ 0-3]\d) (?P<hm>[0-2]\d:[0-5]\d)\]",
+     _LOOSE_TO_END, ""),
+    ("reltime_delta", r"^\[ *\+(?P<sec>\d+)\.(?P<frac>\d+)\]", _LOOSE_TO_END, ""),
     ("dmesg",
      rf"^(?P<decode>{_DEC})(?:<(?P<prio>\d+)>)?\[ *(?P<sec>\d+)\.(?P<frac>\d+)\]"
      r"(?: \[ *(?P<caller>[CT]\d+)\])?", _LOOSE_TO_END, ""),
     ("kmsg_cont", r"^ [A-Za-z0-9_]+=", r".*$", ""),
     ("blank", r"^[ \t\f\v]*$", "", ""),
+    # journalctl's own lines between entries: "-- Reboot --", "-- Boot <id> --",
+    # "-- Logs begin at ... --", "-- Journal begins at ... --", "-- No entries --"
+    ("journal_marker",
+     r"^-- (?:Reboot|No entries|Boot [0-9a-f]{32}|(?:Logs|Journal) begins? at .*) --$", "",
+     ""),
     ("pstore_header",
      r"^(?:Panic|Oops|Emergency|Shutdown|Halt|Poweroff|Restart|Unknown)#\d+ Part\d+$", "", ""),
 )
@@ -119,17 +144,23 @@ SHAPE_PATTERN: str = "|".join(
     f"(?:{_NAMED_GROUP.sub('(?:', head + check)})" for _, head, _, check in SHAPES
 )
 
-FILE_SHAPES = ("rfc3339", "rfc3164", "dmesg_t", "iso", "kmsg", "dmesg")
-_NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header"})
+FILE_SHAPES = ("rfc3339", "rfc3164", "dmesg_t", "iso", "kmsg", "dmesg", "reltime",
+               "reltime_delta")
+_NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header", "journal_marker"})
 _TIMED_SHAPES = frozenset(FILE_SHAPES)
 
 _TAG = re.compile(r"^(?P<tag>[^\s\[\]:]+)(?:\[(?P<pid>[^\]]*)\])?: ?(?P<msg>.*)$")
 _UPTIME = re.compile(r"^\[ *(\d+)\.(\d+)\] ?")
+# journalctl -o short-monotonic: "[  123.456789] host kernel: msg" (dmesg's shape, then a
+# host and a tag; only "kernel" or "name[pid]" tags, so "usb 1-1: ..." stays a message)
+_MONOTONIC_REST = re.compile(r"^(?P<host>[^ \[\]:]+) (?P<tag>kernel|[^\s\[\]:]+\[\d+\]): ?"
+                             r"(?P<msg>.*)$")
 _KMSG_CONT = re.compile(r"^ [A-Za-z0-9_]+=")
 _KMSG_DEVICE = re.compile(r"^ DEVICE=\+pci:(\S+)")
 
 # Vectorized helpers (only run when a candidate needs them).
-_RFC3164_MON = rf"^({_MON}) [ 0-3]?\d {_HMS}(?:\.\d+)? [^ ]"
+_RFC3164_MON = (rf"^\[?({_MON})(?: [ 0-3]?\d {_HMS}(?:\.\d+)? [^ ]"
+                rf"|[ 0-3]\d [0-2]\d:[0-5]\d\])")  # rfc3164, or a dmesg --reltime minute
 _DATED = rf"^{_DEC}{_DATE}T{_HMS}|^{_DEC}\[{_WDAY} {_MON} +\d{{1,2}} {_HMS} \d{{4}}\]"
 # ASCII digits ([0-9], not \d) in the groups that are cast to integers: Rust's \d is
 # Unicode-aware like Python's, but only Python's int() reads "٣" as 3; polars' cast
@@ -137,7 +168,7 @@ _DATED = rf"^{_DEC}{_DATE}T{_HMS}|^{_DEC}\[{_WDAY} {_MON} +\d{{1,2}} {_HMS} \d{{
 _REL = (
     rf"^{_DEC}(?:<\d+>)?\[ *(?P<ds>[0-9]+)\.(?P<df>[0-9]+)\]"
     r"|^\d+,\d+,(?P<ku>[0-9]+),[^;]*;"
-    rf"|^(?:{_MON} [ 0-3]?\d {_HMS}(?:\.\d+)?|{_DATE}T[^ ]+) [^ ]+ kernel: "
+    rf"|^(?:{_MON} [ 0-3]?\d {_HMS}(?:\.\d+)?|{_DATE}T[^ ]+) (?:[^ ]+ )?kernel: "
     r"\[ *(?P<ss>[0-9]+)\.(?P<sf>[0-9]+)\]"
 )
 _AUDIT = r"audit\((?P<aus>[0-9]{9,11})\.(?P<auf>[0-9]{1,6}):"
@@ -162,6 +193,7 @@ class KernelLine:
     ts_quality: str = "untimed"
     uptime_us: int | None = None  # time since boot, when the line carries it
     error: str | None = None  # "bad timestamp"
+    delta_us: int | None = None  # dmesg --reltime: time since the previous message
 
 
 def _frac_us(frac: str | None) -> int:
@@ -182,6 +214,16 @@ def _split_syslog(rest: str | None) -> tuple[str | None, str, int | None]:
             uptime = int(u.group(1)) * 1_000_000 + _frac_us(u.group(2))
             msg = msg[u.end():]
     return program, msg, uptime
+
+
+def _host_rest(g: dict) -> tuple[str | None, str | None]:
+    """(host, rest) of a syslog line; a line without a host field (``Jul  1 12:00:00
+    kernel: msg``, as journalctl writes a single host's lines and some rsyslog templates
+    do) has its tag where the host would be: host names never end in a colon."""
+    host, rest = g["host"], g["rest"]
+    if host.endswith(":"):
+        return None, host if rest is None else f"{host} {rest}"
+    return host, rest
 
 
 def _wall(y: int, mon: int, day: int, hms: str, us: int, zone: ZoneInfo) -> int:
@@ -223,8 +265,9 @@ def parse_line(
         if name == "iso":
             kl = KernelLine(name, g["msg"] or "")
         else:
-            program, msg, uptime = _split_syslog(g["rest"])
-            kl = KernelLine(name, msg, host=g["host"], program=program, uptime_us=uptime)
+            host, rest = _host_rest(g)
+            program, msg, uptime = _split_syslog(rest)
+            kl = KernelLine(name, msg, host=host, program=program, uptime_us=uptime)
         if got is None:
             kl.error = "bad timestamp"
         elif not in_range(got[0]):
@@ -232,9 +275,15 @@ def parse_line(
         else:
             kl.ts, kl.ts_quality = got[0], ("exact" if got[1] else "assumed_tz")
         return kl
-    if name == "rfc3164":
-        program, msg, uptime = _split_syslog(g["rest"])
-        kl = KernelLine(name, msg, host=g["host"], program=program, uptime_us=uptime)
+    if name == "rfc3164" or name == "reltime":
+        if name == "rfc3164":
+            host, rest = _host_rest(g)
+            program, msg, uptime = _split_syslog(rest)
+            kl = KernelLine(name, msg, host=host, program=program, uptime_us=uptime)
+            hms, frac = g["hms"], g["frac"]
+        else:
+            kl = KernelLine(name, g["msg"] or "")
+            hms, frac = g["hm"] + ":00", None
         y = year if year is not None else ctx.year
         mon, day = MONTHS[g["mon"]], int(g["day"])
         try:
@@ -244,7 +293,7 @@ def parse_line(
             return kl
         if y is not None:
             try:
-                ts = _wall(y, mon, day, g["hms"], _frac_us(g["frac"]), zone)
+                ts = _wall(y, mon, day, hms, _frac_us(frac), zone)
             except ValueError:  # Feb 29 in an inferred non-leap year, second 60
                 ts = None
             # an inferred year outside the plausible range is no year at all: the line
@@ -264,10 +313,16 @@ def parse_line(
         else:
             kl.error = OUT_OF_RANGE
         return kl
+    if name == "reltime_delta":
+        return KernelLine(name, g["msg"] or "", delta_us=_uptime_us(g["sec"], g["frac"]))
     if name == "kmsg":
         kl = KernelLine(name, g["msg"], uptime_us=_uptime_us(g["usec"], None))
     else:  # dmesg
         kl = KernelLine(name, g["msg"] or "", uptime_us=_uptime_us(g["sec"], g["frac"]))
+        mono = _MONOTONIC_REST.match(kl.message)
+        if mono is not None:  # journalctl -o short-monotonic
+            kl.host, kl.program, kl.message = mono.group("host", "tag", "msg")
+            kl.program = kl.program.split("[")[0]
     if kl.uptime_us is None:
         kl.error = OUT_OF_RANGE
     elif boot_us is not None:
@@ -490,6 +545,12 @@ class _Clock:
         return idx, off, base
 
     # -- boot anchors ----------------------------------------------------------------------
+    def segment(self, i: int) -> int:
+        """Which boot of the file line ``i`` belongs to (0 for the first)."""
+        if self._boots is None:
+            self._boots = self._compute_boots()
+        return int(self._boots[0][i])
+
     def boot_for(self, i: int) -> int | None:
         if self._boots is None:
             self._boots = self._compute_boots()
@@ -531,15 +592,37 @@ class _Clock:
         kl = parse_line(text, self.ctx, zone=self.zone, year=self.ctx.year)
         if kl is None:
             return None
-        if kl.shape == "rfc3164" and kl.error is None:
+        if kl.shape in ("rfc3164", "reltime") and kl.error is None:
             y = self.year_for(i)
             if y != self.ctx.year:
                 kl = parse_line(text, self.ctx, zone=self.zone, year=y)
+        elif kl.shape == "reltime_delta" and kl.delta_us is not None:
+            base = self._reltime_base(i)
+            if base is not None and in_range(base + kl.delta_us):
+                kl.ts, kl.ts_quality = base + kl.delta_us, "inferred_year"
         elif kl.shape in ("kmsg", "dmesg"):
             boot = self.boot_for(i)
             if boot is not None and kl.error is None:
                 _set_boot_relative(kl, boot)
         return kl
+
+    def _reltime_base(self, i: int) -> int | None:
+        """The time of the message before line ``i`` of a ``dmesg --reltime`` file: the
+        nearest earlier minute line plus the deltas in between (None without one)."""
+        total = 0
+        for j in range(i - 1, max(-1, i - 1 - _INHERIT_LOOKBACK), -1):
+            found = _match_shape(self.lines[j])
+            if found is None:
+                continue
+            if found[0] == "reltime_delta":
+                d = _uptime_us(found[1].group("sec"), found[1].group("frac"))
+                total += d or 0
+            elif found[0] == "reltime":
+                kl = self.line(j)
+                return None if kl is None or kl.ts is None else kl.ts + total
+            elif found[0] not in _NO_MESSAGE:
+                return None
+        return None
 
     def inherited(self, i: int) -> tuple[int | None, str]:
         """Time of the nearest earlier line that has a time shape."""
@@ -571,7 +654,10 @@ def _reject_reason(line: str) -> str:
 
 
 def _dominant_shape(counts: Counter) -> str | None:
-    for shape, _n in counts.most_common():
+    merged: Counter = Counter()
+    for k, n in counts.items():  # a --reltime file is its minute lines and their deltas
+        merged["reltime" if k == "reltime_delta" else k] += n
+    for shape, _n in merged.most_common():
         if shape in _TIMED_SHAPES:
             return shape
     return None
@@ -650,6 +736,10 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
         events.append(
             _event(i, end, mm, messages, kl.ts, kl.ts_quality, kl.host or ctx.host, ctx, kl)
         )
+        if kl.ts is None and kl.uptime_us is not None and kl.shape in ("kmsg", "dmesg"):
+            # no anchor in the file: the loader may anchor this boot from the corpus
+            # (pipeline/load.py: anchor_boots); boot_seq says which boot of the file
+            events[-1].attrs["boot_seq"] = clock.segment(i)
         consumed = end
 
     if events and rejects:
