@@ -504,7 +504,8 @@ def simulate(
     seed: Annotated[int, typer.Option(metavar="N",
                                       help="Random seed (same seed, same bytes).")] = 0,
     layout: Annotated[str, typer.Option(
-        metavar="LAYOUT", help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
+        metavar="LAYOUT",
+        help="Corpus layout: canonical (CORPUS.md), varlog (per-host /var/log trees, plain "
              "dmesg), central-syslog (one syslog for every host), rsyslog-tree (per-host "
              "files of a central server), journal-json (journalctl -o json per host), "
              "slurm-out (slurm-<jobid>.out), redfish (Redfish LogEntry JSON).")]

@@ -178,30 +178,42 @@ def classify(message: str, ctx: ParseContext) -> list[Fact]:
     return []
 
 
-def parse(text: str, ctx: ParseContext) -> FileParse:
-    """Parse one slurmctld log (see the module docstring)."""
+def timed_lines(text: str, ctx: ParseContext
+                ) -> tuple[FileParse, list[tuple[int, tuple[int, str], str]]]:
+    """A Slurm daemon log's lines (slurmctld's, slurmd's: the same ``[time] message``
+    shape): the file's parse with the rejects (no time, an unreadable one, one out of
+    range) and its shape filled in, and each readable line as (line number, (time,
+    quality), message)."""
     lines = split_lines(text)
     fp = FileParse(lines=len(lines))
-    for i, line in enumerate(lines):
+    out = []
+    for i, line in enumerate(lines, 1):
         m = LINE_RE.match(line)
         if m is None:
             if line.strip():
-                fp.rejects.append(Reject.of(i + 1, "no_timestamp", line))
+                fp.rejects.append(Reject.of(i, "no_timestamp", line))
             continue
         when = read_time(m.group(1), ctx)
         if when is None:
-            fp.rejects.append(Reject.of(i + 1, "bad_timestamp", line))
+            fp.rejects.append(Reject.of(i, "bad_timestamp", line))
             continue
         if not in_range(when[0]):
-            fp.rejects.append(Reject.of(i + 1, OUT_OF_RANGE, line))
+            fp.rejects.append(Reject.of(i, OUT_OF_RANGE, line))
             continue
         if fp.shape is None:
             fp.shape = time_shape(m.group(1).strip())
-        message = m.group(2)
+        out.append((i, when, m.group(2)))
+    return fp, out
+
+
+def parse(text: str, ctx: ParseContext) -> FileParse:
+    """Parse one slurmctld log (see the module docstring)."""
+    fp, lines = timed_lines(text, ctx)
+    for line_no, when, message in lines:
         for kind, hosts, attrs, job_id in classify(message, ctx):
             for host in hosts:
                 fp.events.append(ParsedEvent(
-                    line_no=i + 1, kind=kind, message=cap(message), ts=when[0],
+                    line_no=line_no, kind=kind, message=cap(message), ts=when[0],
                     ts_quality=when[1], host=host, job_id=job_id, attrs=dict(attrs),
                 ))
     return fp

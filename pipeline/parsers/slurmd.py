@@ -27,10 +27,9 @@ from __future__ import annotations
 import re
 
 from faultline.pipeline.parsers.joblog import cap
-from faultline.pipeline.parsers.slurmctld import LINE_RE, read_time, time_shape
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Reject
-from faultline.pipeline.text import split_lines
-from faultline.pipeline.timeutil import OUT_OF_RANGE, in_range, parse_iso
+from faultline.pipeline.parsers.slurmctld import timed_lines
+from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.timeutil import in_range, parse_iso
 
 RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     (rid, kind, re.compile(pat)) for rid, kind, pat in (
@@ -69,28 +68,13 @@ def classify(message: str, ctx: ParseContext) -> tuple[str, str | None, str | No
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
     """Parse one slurmd log (see the module docstring)."""
-    lines = split_lines(text)
-    fp = FileParse(lines=len(lines))
-    for i, line in enumerate(lines):
-        m = LINE_RE.match(line)
-        if m is None:
-            if line.strip():
-                fp.rejects.append(Reject.of(i + 1, "no_timestamp", line))
-            continue
-        when = read_time(m.group(1), ctx)
-        if when is None:
-            fp.rejects.append(Reject.of(i + 1, "bad_timestamp", line))
-            continue
-        if not in_range(when[0]):
-            fp.rejects.append(Reject.of(i + 1, OUT_OF_RANGE, line))
-            continue
-        if fp.shape is None:
-            fp.shape = time_shape(m.group(1).strip())
-        got = classify(m.group(2), ctx)
+    fp, lines = timed_lines(text, ctx)
+    for line_no, when, message in lines:
+        got = classify(message, ctx)
         if got is None:
             continue
         kind, host, job_id, attrs = got
         fp.events.append(ParsedEvent(
-            line_no=i + 1, kind=kind, message=cap(m.group(2)), ts=when[0],
+            line_no=line_no, kind=kind, message=cap(message), ts=when[0],
             ts_quality=when[1], host=host or ctx.host, job_id=job_id, attrs=attrs))
     return fp
