@@ -322,7 +322,15 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
                                       bool(watchdog) or bool(drains), len(hosts))
     not_roots = dying | late
     eligible = [r for r in ranked if r[2].event_id not in not_roots]
-    if eligible:
+    after = _read_after(cands, hosts, root_limit, failed)
+    if after and min((r[0] for r in eligible), default=signals.WATCHDOG) > signals.HOST:
+        # nothing on a device or host before the stop, but the counters an operator
+        # read from the job's hosts afterwards say what failed (nvidia-smi -q)
+        root, rule = after[0]
+        d = Decision(rule.component, rule.family, rule.rule_id + ".read_after",
+                     rule.confidence * 0.9, root=root)
+        _culprit(d, root, ranked, resolver)
+    elif eligible:
         eligible.sort(key=lambda r: (r[0], r[1], r[2].event_id))
         tier, _ts, root, rule = eligible[0]
         d = Decision(rule.component, rule.family, rule.rule_id, rule.confidence, root=root)
@@ -384,6 +392,26 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
         elif tier <= signals.SOFTWARE and c.host == d.culprit_host:
             d.evidence[c.event_id] = "contradicting"
     return d
+
+
+# GPU counters as nvidia-smi -q reports them: state that stays after the failure, so a
+# report an operator collects from the broken node afterwards still tells what failed
+READ_AFTER = ("gpu_row_remap_failure", "gpu_ecc_uncorrectable", "gpu_row_remap_pending",
+              "gpu_retired_pages")
+
+
+def _read_after(cands: list[Candidate], hosts: list[str], root_limit: float,
+                failed: float) -> list[tuple[Candidate, Rule]]:
+    """GPU health counters read on the attempt's hosts after its end (up to
+    :data:`DRAIN_AFTER_S`), earliest first, with their rules."""
+    out = []
+    for c in cands:
+        if c.kind in READ_AFTER and root_limit < c.ts <= failed + DRAIN_AFTER_S \
+                and (c.host in hosts or not hosts):
+            rule = signals.rule_for(c.kind, c.message, c.xid, json.dumps(c.attrs))
+            if rule is not None:
+                out.append((c, rule))
+    return sorted(out, key=lambda cr: (cr[1].tier, cr[0].ts, cr[0].event_id))
 
 
 def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> None:

@@ -127,3 +127,48 @@ def test_a_bug_report_reads_its_kernel_sections_and_its_nvidia_smi(shared_dir):
             lines.index("*** /var/log/kern.log") + 1)]
     assert any(e["xid"] == 119 for e in kernel_events)
     assert {e["kind"] for e in events} >= {"gpu_row_remap_failure", "gpu_inventory"}
+
+
+# --- counters read after the stop -----------------------------------------------------
+
+FAILED = 1_720_000_000.0
+ATTEMPT = ("run", "7", FAILED - 3600, FAILED, "FAILED", "node[1-2]", None, 1)
+
+
+def _cand(dt: float, host: str, kind: str, message: str, **attrs):
+    from faultline.classifiers.interruptions import Candidate
+
+    return Candidate(f"e{kind}{dt}", FAILED + dt, host, kind, None, message, attrs, 1,
+                     None, "0000:23:00.0")
+
+
+def _decide(cands, watchdog=None):
+    from faultline.classifiers.interruptions import decide
+    from faultline.pipeline.parsers.hosts import HostResolver
+
+    return decide(cands, watchdog or {}, ["node1", "node2"], FAILED, ATTEMPT, {},
+                  HostResolver())
+
+
+def test_a_report_read_after_a_hang_names_the_memory_that_failed():
+    """Only watchdog timeouts before the stop; an hour later the operator's
+    nvidia-smi -q on node2 shows a row remapping failure: that is the cause."""
+    remap = _cand(3600, "node2", "gpu_row_remap_failure",
+                  "nvidia-smi: GPU 0000:23:00.0: row remapping failure occurred: ...",
+                  uncorrectable_rows=4, pending=True, index=1)
+    d = _decide([remap], watchdog={"node1": {0, 1}, "node2": {8, 9}})
+    assert (d.component, d.root, d.culprit_host) == ("GPU HBM3 Memory", remap, "node2")
+    assert d.rule_id == "gpu.row_remap_failure.read_after"
+
+
+def test_a_report_read_after_does_not_override_a_cause_seen_before_the_stop():
+    xid = _cand(-20, "node1", "xid", "NVRM: Xid (PCI:0000:23:00): 79, pid=1, name=python, "
+                "GPU has fallen off the bus.")
+    xid.xid = 79
+    late = _cand(3600, "node2", "gpu_ecc_uncorrectable",
+                 "nvidia-smi: GPU 0000:23:00.0: volatile uncorrectable DRAM ECC errors: ...",
+                 dram=2, sram=0, index=1)
+    d = _decide([xid, late])
+    assert (d.component, d.root) == ("Faulty GPU", xid)
+    too_late = _cand(3 * 3600, "node2", "gpu_row_remap_failure", "nvidia-smi: ...")
+    assert _decide([too_late]).component == "Unattributed"  # hours later: not this stop
