@@ -195,3 +195,27 @@ def test_bad_layout_options_are_bad_usage(tmp_path, argv, msg):
     assert result.exit_code == 2
     assert msg in " ".join(result.output.split())
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_nccl_lines_make_hosts_known_without_sacct_or_hosts_csv(tmp_path):
+    """A central rsyslog tree (``<host>/kern.log``, lines without a host field) and job
+    logs whose NCCL lines name the hosts, no job records: the path component that NCCL
+    names gives the kernel file its host (files.host_from = path_known). The NCCL line
+    is CORPUS.md's bring-up example; the kernel line is gpud's dmesg -T capture
+    (../shared/peer-data/gpud, Apache-2.0) without its host."""
+    job = tmp_path / "corpus" / "jobs" / "81234" / "rank-logs.txt"
+    job.parent.mkdir(parents=True)
+    job.write_text("2024-07-01T12:00:00.123456Z node0042:2231:2290 [3] NCCL INFO "
+                   "Bootstrap : Using eth0:10.1.2.42<0>\n")
+    kern = tmp_path / "corpus" / "central" / "node0042" / "kern.log"
+    kern.parent.mkdir(parents=True)
+    kern.write_text("[Mon Jul  1 12:00:00 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, "
+                    "name=python3, GPU has fallen off the bus.\n")
+    db = tmp_path / "x.duckdb"
+    ingest([tmp_path / "corpus"], db, tz="UTC")
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT host, host_from FROM files WHERE path = ?",
+                          [str(kern)]).fetchone()
+        xid_host = con.execute("SELECT host FROM events WHERE kind = 'xid'").fetchone()
+    assert row == ("node0042", "path_known")
+    assert xid_host == ("node0042",)
