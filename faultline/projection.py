@@ -324,3 +324,57 @@ def render_csv(data: dict[str, Any]) -> str:
 
 def render_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
+
+
+# --- curves for the HTML report ---------------------------------------------------------
+
+def scale_curve(failures: int, gpu_days: float, smallest: float = 8,
+                largest: float = 1_000_000, points: int = 41) -> list[dict[str, float]]:
+    """Expected interruptions per day (with the 95% band) at log-spaced cluster sizes
+    from ``smallest`` to ``largest`` GPUs, for a job that saw ``failures`` in
+    ``gpu_days``."""
+    if gpu_days <= 0 or smallest <= 0 or largest <= smallest:
+        return []
+    low, high = poisson_interval(failures)
+    step = (math.log10(largest) - math.log10(smallest)) / (points - 1)
+    out = []
+    for i in range(points):
+        g = 10 ** (math.log10(smallest) + i * step)
+        out.append({"gpus": g, "expected_per_day": failures / gpu_days * g,
+                    "expected_low": low / gpu_days * g,
+                    "expected_high": high / gpu_days * g})
+    return out
+
+
+def ettr_curve(failures: int, gpu_days: float, restart_s: float, sizes: list[float],
+               checkpoint_cost_s: float = DEFAULT_CHECKPOINT_COST_S,
+               shortest_s: float = 60, longest_s: float = 86400, points: int = 49
+               ) -> list[dict[str, float]]:
+    """The ETTR model against the checkpoint interval (log-spaced, ``shortest_s`` to
+    ``longest_s``) at each cluster size in ``sizes``."""
+    if gpu_days <= 0:
+        return []
+    step = (math.log10(longest_s) - math.log10(shortest_s)) / (points - 1)
+    out = []
+    for g in sizes:
+        m = Ettr(failures / gpu_days * g / 86400, restart_s, checkpoint_cost_s)
+        for i in range(points):
+            tau = 10 ** (math.log10(shortest_s) + i * step)
+            out.append({"gpus": g, "size": f"{g:,.0f} GPUs", "interval_minutes": tau / 60,
+                        "ettr": m.at(tau)})
+    return out
+
+
+def html_curves(data: dict[str, Any]) -> dict[str, Any]:
+    """The two charts' points from a :func:`projection` result: interruptions per day
+    against size, and ETTR against checkpoint interval at the measured size, 1,024,
+    16,384 and 100,000 GPUs."""
+    m, e = data["measured"], data["ettr"]
+    sizes = sorted({round(m["gpus"]), 1024, 16384, 100_000})
+    return {
+        "scale": scale_curve(m["unexpected"], m["gpu_days"]),
+        "ettr": ettr_curve(m["unexpected"], m["gpu_days"], e["restart_cost_s"], sizes,
+                           e["checkpoint_cost_s"]),
+        "measured": {"gpus": m["gpus"], "per_day": m["unexpected_per_day"],
+                     "checkpoint_minutes": (e["checkpoint_interval_s"] or 0) / 60 or None},
+    }
