@@ -10,8 +10,9 @@ argued with (docs/projection.md):
 - synchronous training stops on any one failure, so the job's interruption rate is the
   sum over components and its mean time between interruptions the inverse of that sum;
 - each interruption costs the measured downtime (restart cost) plus, on average, half
-  a checkpoint interval of redone work; each checkpoint costs ``checkpoint_cost_s`` of
-  paused training. Effective training time is then
+  a checkpoint interval of redone work; each checkpoint pauses training for the median
+  save time its lines report (60 s assumed when they report none). Effective training
+  time is then
   ``ETTR(tau) = (1 - lam * (restart + tau / 2)) / (1 + cost / tau)`` (clamped to 0..1)
   and the Young/Daly first-order optimum interval is ``sqrt(2 * cost / lam)``.
 
@@ -35,9 +36,9 @@ from rich.table import Table
 
 #: Confidence level of every interval.
 LEVEL = 0.95
-#: Checkpoint cost (seconds of paused training per checkpoint) when the caller gives
-#: none: a synchronous save of a large model's shards to a parallel file system takes
-#: about a minute; it is an assumption, printed with every projection.
+#: Checkpoint cost (seconds of paused training per checkpoint) when the run's checkpoint
+#: lines do not say how long a save took: a synchronous save of a large model's shards
+#: to a parallel file system takes about a minute; an assumption, printed as such.
 DEFAULT_CHECKPOINT_COST_S = 60.0
 
 
@@ -143,8 +144,18 @@ def _measured_checkpoint_interval(con: duckdb.DuckDBPyConnection, run: str
     return None, "unknown"
 
 
+def _measured_checkpoint_cost(con: duckdb.DuckDBPyConnection, run: str) -> float | None:
+    """Median seconds a checkpoint of the run took to save, where its lines say
+    (``checkpoint saved ... seconds=41``, ``saved checkpoint in 41 s``)."""
+    cost = con.execute("""
+        SELECT median(TRY_CAST(attrs->>'seconds' AS DOUBLE)) FROM events
+        WHERE kind = 'checkpoint' AND job_id IN (SELECT job_id FROM attempts WHERE run = ?)
+    """, [run]).fetchone()[0]
+    return None if cost is None else float(cost)
+
+
 def projection(con: duckdb.DuckDBPyConnection, gpus: int, run: str | None = None,
-               checkpoint_cost_s: float = DEFAULT_CHECKPOINT_COST_S) -> dict[str, Any]:
+               checkpoint_cost_s: float | None = None) -> dict[str, Any]:
     """The run's measured rates and what they imply at ``gpus`` GPUs (the JSON shape of
     INTERFACE.md's ``report --project``, plus a few explanatory fields)."""
     from faultline.report import ReportError, main_run
@@ -179,6 +190,12 @@ def projection(con: duckdb.DuckDBPyConnection, gpus: int, run: str | None = None
                           [run]).fetchone()
     ett = ett_row[0] if ett_row else None
     interval, interval_from = _measured_checkpoint_interval(con, run)
+    cost_from = "given"
+    if checkpoint_cost_s is None:
+        checkpoint_cost_s = _measured_checkpoint_cost(con, run)
+        cost_from = "checkpoint lines"
+    if checkpoint_cost_s is None:
+        checkpoint_cost_s, cost_from = DEFAULT_CHECKPOINT_COST_S, "assumed"
     restart = float(restart or 0.0)
 
     def model(at_gpus: float) -> Ettr:
@@ -207,6 +224,7 @@ def projection(con: duckdb.DuckDBPyConnection, gpus: int, run: str | None = None
             "restart_cost_s": restart,
             "checkpoint_cost_s": checkpoint_cost_s,
             "checkpoint_interval_from": interval_from,
+            "checkpoint_cost_from": cost_from,
         },
         "level": LEVEL,
         "assumptions": [
@@ -216,7 +234,7 @@ def projection(con: duckdb.DuckDBPyConnection, gpus: int, run: str | None = None
             "each interruption costs the measured restart "
             f"({f'{restart:.0f} s' if unexpected else 'none measured: 0 s'}) plus half a "
             f"checkpoint interval of redone work; each checkpoint pauses training for "
-            f"{checkpoint_cost_s:.0f} s (assumed)",
+            f"{checkpoint_cost_s:.0f} s ({cost_from})",
             f"{gph:g} GPUs per host ({gph_from})",
         ],
     }

@@ -9,6 +9,7 @@ model against a hand-computed example."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
 
@@ -99,6 +100,11 @@ def test_zero_failures_rate_zero_finite_upper_bound():
         assert rate == 0 and low == 0, component
         assert math.isfinite(high) and high == pytest.approx(1000 * 3.68888 / per, rel=1e-4)
     data = pj.projection(con, 1000)
+    # No checkpoint lines: the cost is the stated assumption, the interval unknown.
+    assert data["ettr"]["checkpoint_cost_from"] == "assumed"
+    assert data["ettr"]["checkpoint_cost_s"] == pj.DEFAULT_CHECKPOINT_COST_S
+    assert data["ettr"]["checkpoint_interval_s"] is None
+    assert data["ettr"]["projected"] is None
     zero = next(c for c in data["components"] if c["component"] == "NIC")
     assert zero["expected_per_day"] == 0 and 0 < zero["expected_high"] < math.inf
 
@@ -180,6 +186,29 @@ def test_cli_project_json_shape(ingested_sample):
     assert {"measured", "projected", "checkpoint_interval_s",
             "optimal_checkpoint_interval_s"} <= set(data["ettr"])
     assert data["ettr"]["checkpoint_interval_from"] == "checkpoint lines"
+    assert data["ettr"]["checkpoint_cost_from"] == "checkpoint lines"
+
+
+def test_checkpoint_cost_and_interval_are_measured(sample):
+    """The save time is the median of the run's checkpoint lines' seconds=, the
+    interval the median gap between a job's consecutive checkpoint lines."""
+    import statistics
+
+    data = pj.projection(sample, 1024)
+    rows = sample.execute("""
+        SELECT e.job_id, e.ts, e.attrs->>'seconds' FROM events e
+        WHERE e.kind = 'checkpoint'
+          AND e.job_id IN (SELECT job_id FROM attempts WHERE run = ?) ORDER BY 1, 2
+    """, [data["run"]]).fetchall()
+    assert statistics.median(float(r[2]) for r in rows if r[2] is not None) == \
+        pytest.approx(data["ettr"]["checkpoint_cost_s"])
+    gaps = [(b[1] - a[1]).total_seconds() for a, b in itertools.pairwise(rows)
+            if a[0] == b[0] and b[1] > a[1]]
+    assert statistics.median(gaps) == pytest.approx(data["ettr"]["checkpoint_interval_s"])
+    e = data["ettr"]
+    lam = data["total"]["expected_per_day"] / 86400
+    assert e["optimal_checkpoint_interval_s"] == pytest.approx(
+        math.sqrt(2 * e["checkpoint_cost_s"] / lam))
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
