@@ -230,3 +230,13 @@ def test_cli_project_errors(ingested_sample):
     assert r.exit_code == 2
     r = CliRunner().invoke(app, ["report", "--db", str(ingested_sample), "--project", "0"])
     assert r.exit_code == 2
+
+
+def test_cli_project_with_html_writes_the_page_and_prints_the_projection(ingested_sample,
+                                                                         tmp_path):
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", "--db", str(ingested_sample), "--project",
+                                 "2048", "--format", "csv", "--html", str(out)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("run,gpus,component,") and "Root causes" not in r.stdout
+    assert 'id="chart-scale"' in out.read_text(encoding="utf-8")
