@@ -419,6 +419,11 @@ def report(
     run: Annotated[str | None, typer.Option(help="Run to report, by name or job name "
                                             "(default: the one with the most "
                                             "interruptions).")] = None,
+    project: Annotated[int | None, typer.Option(
+        metavar="GPUS", min=1, help="Instead of the breakdown, print each component's "
+        "failure rate with its 95% interval and what it implies at GPUS GPUs: "
+        "interruptions per day, time between them, effective training time and the "
+        "Young/Daly checkpoint interval (docs/projection.md).")] = None,
 ) -> None:
     """Print the root-cause breakdown (Table 5 for your cluster); with --html, also
     write the charts page (its path is printed on stderr, so stdout stays the report)."""
@@ -426,6 +431,10 @@ def report(
 
     con = _open_read(db)
     try:
+        if project is not None:
+            _report_projection(con, project, run, format)
+            if html is None:
+                return
         data = rep.breakdown(con, run=run, compare=compare.value if compare else None)
         if html is not None:
             from faultline.html_report import write_html
@@ -440,11 +449,30 @@ def report(
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
+    if project is not None:
+        return
     if format is OutputFormat.table:
         rep.render_table(data, Console())
     else:
         render = {OutputFormat.markdown: rep.render_markdown, OutputFormat.csv:
                   rep.render_csv, OutputFormat.json: rep.render_json}[format]
+        typer.echo(render(data), nl=False)
+
+
+def _report_projection(con: Any, gpus: int, run: str | None, format: OutputFormat) -> None:
+    """``report --project GPUS``: the measured rates projected to GPUS GPUs."""
+    from faultline import projection as pj
+
+    try:
+        data = pj.projection(con, gpus, run=run)
+    except pj.ProjectionError as exc:
+        err.print(f"[bold red]faultline report:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    if format is OutputFormat.table:
+        pj.render_table(data, Console())
+    else:
+        render = {OutputFormat.markdown: pj.render_markdown, OutputFormat.csv:
+                  pj.render_csv, OutputFormat.json: pj.render_json}[format]
         typer.echo(render(data), nl=False)
 
 

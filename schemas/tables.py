@@ -517,6 +517,120 @@ GROUP BY 1, 2
 """,
 )
 
+# The exact (Garwood) Poisson interval of k failures: the mean mu whose P(X >= k) is
+# 2.5% (low) and whose P(X <= k) is 2.5% (high). DuckDB has no gamma quantile, so the
+# view bisects the Poisson CDF (summed from lgamma) 60 times from [0, k + 10 sqrt(k) +
+# 10]; faultline.projection computes the same bounds from chi-square quantiles and the
+# tests hold both to scipy.
+
+FAILURE_RATES = View(
+    name="failure_rates",
+    key=("run", "component"),
+    row="run (every run with attempts) and component other than Planned Maintenance, "
+        "zero counts included",
+    depends_on=("attempts", "interruptions", "components", "events"),
+    columns=(
+        Column("run", S, "Run."),
+        Column("component", S, "Component (Table 5 row or Unattributed)."),
+        Column("category", S, "Table 5 category."),
+        Column("failures", I64, "Unexpected interruptions of the run with that component.",
+               minimum=0),
+        Column("unit", S, "What the rate counts per: gpu_days for GPU components, "
+               "host_days for the rest.", values=("gpu_days", "host_days")),
+        Column("rate_per_1000", F64, "Failures per 1,000 GPU-days or host-days (unit).",
+               nullable=True, minimum=0.0),
+        Column("rate_low", F64, "Lower end of the exact Poisson 95% interval of "
+               "rate_per_1000 (0 for no failures).", nullable=True, minimum=0.0),
+        Column("rate_high", F64, "Upper end of the exact Poisson 95% interval: finite "
+               "even for no failures (3.69 failures' worth of exposure).", nullable=True,
+               minimum=0.0),
+        Column("rate_per_1000_gpu_days", F64, "Failures per 1,000 GPU-days, for every "
+               "component (host components over their hosts' GPUs), so rows add up.",
+               nullable=True, minimum=0.0),
+        Column("attempt_days", F64, "Days the run's attempts ran (start to end of each, "
+               "summed).", minimum=0.0),
+        Column("host_days", F64, "Exposure: nodes of each attempt times its days, "
+               "summed.", minimum=0.0),
+        Column("gpu_days", F64, "Exposure: host_days times gpus_per_host.", minimum=0.0),
+        Column("gpus_per_host", F64, "Median GPUs per host in the inventory files; 8 "
+               "when no inventory was read (see gpus_per_host_from).", minimum=0.0),
+        Column("gpus_per_host_from", S, "inventory or assumed (8, when no inventory "
+               "was read).", values=("inventory", "assumed")),
+    ),
+    sql="""
+WITH RECURSIVE inventory AS (
+    SELECT host, count(DISTINCT attrs->>'index') AS gpus FROM events
+    WHERE kind = 'gpu_inventory' AND host IS NOT NULL GROUP BY host
+),
+gph AS (
+    SELECT coalesce(median(gpus), 8) AS gpus_per_host,
+           CASE WHEN count(*) > 0 THEN 'inventory' ELSE 'assumed' END AS gpus_per_host_from
+    FROM inventory
+),
+last_seen AS (SELECT max(ts) AS ts FROM events),
+exposure AS (
+    SELECT a.run,
+           sum(greatest(epoch(coalesce(a.ended_at, l.ts, a.started_at))
+                        - epoch(a.started_at), 0)) / 86400.0 AS attempt_days,
+           sum(a.nodes * greatest(epoch(coalesce(a.ended_at, l.ts, a.started_at))
+                                  - epoch(a.started_at), 0)) / 86400.0 AS host_days
+    FROM attempts a CROSS JOIN last_seen l GROUP BY a.run
+),
+counts AS (
+    SELECT run, component, count(*) AS n FROM interruptions WHERE NOT planned
+    GROUP BY run, component
+),
+base AS (
+    SELECT e.run, c.component, c.category, c.sort_order, coalesce(k.n, 0) AS failures,
+           e.attempt_days, e.host_days, e.host_days * g.gpus_per_host AS gpu_days,
+           g.gpus_per_host, g.gpus_per_host_from,
+           coalesce(k.n, 0) + 10 * sqrt(coalesce(k.n, 0)) + 10 AS top
+    FROM exposure e CROSS JOIN components c CROSS JOIN gph g
+    LEFT JOIN counts k ON k.run = e.run AND k.component = c.component
+    WHERE c.kind <> 'planned'
+),
+bisect AS (
+    SELECT run, component, failures, 0 AS it, 0.0::DOUBLE AS lo_a, top AS hi_a,
+           0.0::DOUBLE AS lo_b, top AS hi_b
+    FROM base
+    UNION ALL
+    SELECT run, component, failures, it + 1,
+           CASE WHEN cdf_a > 0.975 THEN mid_a ELSE lo_a END,
+           CASE WHEN cdf_a > 0.975 THEN hi_a ELSE mid_a END,
+           CASE WHEN cdf_b > 0.025 THEN mid_b ELSE lo_b END,
+           CASE WHEN cdf_b > 0.025 THEN hi_b ELSE mid_b END
+    FROM (
+        SELECT *,
+               -- P(X <= k - 1 | mid_a) and P(X <= k | mid_b)
+               coalesce(list_sum(list_transform(range(0, failures), lambda i:
+                   exp(-mid_a + i * ln(mid_a) - lgamma(i + 1)))), 0) AS cdf_a,
+               coalesce(list_sum(list_transform(range(0, failures + 1), lambda i:
+                   exp(-mid_b + i * ln(mid_b) - lgamma(i + 1)))), 0) AS cdf_b
+        FROM (SELECT *, (lo_a + hi_a) / 2 AS mid_a, (lo_b + hi_b) / 2 AS mid_b
+              FROM bisect WHERE it < 60))
+),
+bounds AS (
+    SELECT run, component, CASE WHEN failures = 0 THEN 0.0 ELSE (lo_a + hi_a) / 2 END
+           AS mu_low, (lo_b + hi_b) / 2 AS mu_high
+    FROM bisect WHERE it = 60
+),
+scaled AS (
+    SELECT b.*, CASE WHEN b.category = 'GPU' THEN 'gpu_days' ELSE 'host_days' END AS unit,
+           CASE WHEN b.category = 'GPU' THEN b.gpu_days ELSE b.host_days END AS per,
+           m.mu_low, m.mu_high
+    FROM base b JOIN bounds m USING (run, component)
+)
+SELECT run, component, category, failures, unit,
+       1000.0 * failures / nullif(per, 0) AS rate_per_1000,
+       1000.0 * mu_low / nullif(per, 0) AS rate_low,
+       1000.0 * mu_high / nullif(per, 0) AS rate_high,
+       1000.0 * failures / nullif(gpu_days, 0) AS rate_per_1000_gpu_days,
+       attempt_days, host_days, gpu_days, gpus_per_host, gpus_per_host_from
+FROM scaled
+ORDER BY run, sort_order
+""",
+)
+
 RECURRING_CULPRITS = View(
     name="recurring_culprits",
     key=("scope", "culprit_host", "culprit_gpu_serial"),
@@ -582,7 +696,7 @@ FROM per_host
 )
 
 VIEWS: tuple[View, ...] = (BREAKDOWN, FAILURES_PER_DAY, EFFECTIVE_TRAINING_TIME, MTBF,
-                           RECURRING_CULPRITS, HOST_CLOCKS)
+                           RECURRING_CULPRITS, HOST_CLOCKS, FAILURE_RATES)
 
 
 def table(name: str) -> Table:

@@ -22,7 +22,7 @@ from faultline.report import ReportError
 
 runner = CliRunner()
 CHARTS = ("component", "category", "per_day", "time_lost", "effective", "culprits",
-          "llama3")
+          "llama3", "scale", "ettr")
 HOSTILE = "<script>alert(1)</script>"
 
 
@@ -347,3 +347,25 @@ def test_count_axes_are_whole_numbers(chromium, page):
         labels = [t for g in ticks for t in re.findall(r"<text[^>]*>([^<]*)</text>", g)]
         numbers = [x for x in labels if re.fullmatch(r"[\d.,]+", x)]
         assert numbers and all(re.fullmatch(r"\d+", x) for x in numbers), (title, numbers)
+
+
+def test_projection_charts_carry_the_runs_rate(html, con):
+    """The size chart's line is the run's rate times the GPUs, inside its band, and the
+    ETTR curves are the model's at each size (docs/projection.md)."""
+    from faultline import projection as pj
+
+    proj = pj.projection(con, 100_000)
+    charts = specs(html)
+    scale = values(charts["scale"])
+    per_gpu_day = proj["measured"]["unexpected"] / proj["measured"]["gpu_days"]
+    for p in scale:
+        assert p["expected_per_day"] == pytest.approx(per_gpu_day * p["gpus"])
+        assert p["expected_low"] < p["expected_per_day"] < p["expected_high"]
+    assert scale[0]["gpus"] == pytest.approx(8) and scale[-1]["gpus"] == pytest.approx(1e6)
+    curves = values(charts["ettr"])
+    assert {p["size"] for p in curves} >= {"1,024 GPUs", "100,000 GPUs"}
+    assert all(0 <= p["ettr"] <= 1 for p in curves)
+    m = pj.Ettr(per_gpu_day * 1024 / 86400, proj["ettr"]["restart_cost_s"],
+                proj["ettr"]["checkpoint_cost_s"])
+    for p in (p for p in curves if p["size"] == "1,024 GPUs"):
+        assert p["ettr"] == pytest.approx(m.at(60 * p["interval_minutes"]))

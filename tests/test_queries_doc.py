@@ -29,6 +29,11 @@ COLUMNS = {
                                "lost_work_hours", "total_hours"],
     "Mean time between failures by component":
         ["run", "component", "interruptions", "mtbf_hours"],
+    "Failure rates with 95% intervals": ["run", "component", "failures", "unit", "rate",
+                                         "low", "high", "per_1000_gpu_days"],
+    "Interruptions per day at another size": ["run", "failures", "gpu_days",
+                                              "per_1000_gpu_days", "per_day_at_100k_gpus",
+                                              "minutes_between_at_100k"],
     "Effective training time": ["run", "first_step", "last_step", "days", "downtime_hours",
                                 "lost_work_hours", "effective_percent", "unexpected",
                                 "failures_per_day"],
@@ -143,3 +148,14 @@ def test_effective_training_time_is_the_views(results, con):
     lost_h = row["downtime_hours"] + row["lost_work_hours"]
     assert 100 * (wall_h - lost_h) / wall_h == pytest.approx(row["effective_percent"],
                                                             abs=0.2)
+
+
+def test_failure_rates_count_every_unexpected_interruption(results, con):
+    rows = _interruptions(con)
+    main = Counter(i["run"] for i in rows).most_common(1)[0][0]
+    got = {r["component"]: r["failures"] for r in results["Failure rates with 95% intervals"]}
+    assert sum(got.values()) == sum(not i["planned"] and i["run"] == main for i in rows)
+    for r in results["Failure rates with 95% intervals"]:
+        assert r["low"] <= r["rate"] < r["high"], r
+    totals = {r["run"]: r["failures"] for r in results["Interruptions per day at another size"]}
+    assert totals == dict(Counter(i["run"] for i in rows if not i["planned"]))

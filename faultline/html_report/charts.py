@@ -228,10 +228,66 @@ def versus_llama3(rows: list[dict], published_total: int) -> alt.TopLevelMixin:
                         f"({published_total} unexpected)")))
 
 
+def by_scale(points: list[dict], measured: dict | None) -> alt.TopLevelMixin:
+    """Expected interruptions per day against cluster size, both axes log, with the
+    95% band; the run's own size and rate as a point."""
+    x = alt.X("gpus:Q", title="GPUs (log scale)", scale=alt.Scale(type="log", nice=False),
+              axis=alt.Axis(format="~s"))
+    y_scale = alt.Scale(type="log")
+    base = alt.Chart(alt.Data(values=points)).encode(x=x)
+    band = base.mark_area(opacity=0.25, color="#4c78a8").encode(
+        y=alt.Y("expected_low:Q", title="Interruptions per day (log scale)", scale=y_scale),
+        y2="expected_high:Q")
+    line = base.mark_line(color="#4c78a8").encode(
+        y=alt.Y("expected_per_day:Q", scale=y_scale),
+        tooltip=[alt.Tooltip("gpus:Q", title="GPUs", format=",.0f"),
+                 alt.Tooltip("expected_per_day:Q", title="Per day", format=".3g"),
+                 alt.Tooltip("expected_low:Q", title="95% low", format=".3g"),
+                 alt.Tooltip("expected_high:Q", title="95% high", format=".3g")])
+    layers = band + line
+    if measured and measured.get("per_day"):
+        dot = alt.Chart(alt.Data(values=[{"gpus": measured["gpus"],
+                                          "per_day": measured["per_day"]}])).mark_point(
+            filled=True, size=70, color="#e45756").encode(
+            x="gpus:Q", y=alt.Y("per_day:Q", scale=y_scale),
+            tooltip=[alt.Tooltip("gpus:Q", title="Measured GPUs", format=",.0f"),
+                     alt.Tooltip("per_day:Q", title="Measured per day", format=".3g")])
+        layers = layers + dot
+    return _style(layers.properties(
+        width="container", height=260,
+        title=alt.Title("Expected interruptions per day by cluster size",
+                        subtitle="The run's rate times the GPUs, 95% band; dot: as measured")))
+
+
+def ettr_by_interval(points: list[dict], measured: dict | None) -> alt.TopLevelMixin:
+    """The ETTR model against the checkpoint interval, one line per cluster size."""
+    sizes = list(dict.fromkeys(p["size"] for p in points))
+    chart = alt.Chart(alt.Data(values=points)).mark_line().encode(
+        x=alt.X("interval_minutes:Q", title="Checkpoint interval, minutes (log scale)",
+                scale=alt.Scale(type="log", nice=False)),
+        y=alt.Y("ettr:Q", title="Effective training time", scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format="%")),
+        color=alt.Color("size:N", title="Cluster size", sort=sizes,
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("size:N", title="Size"),
+                 alt.Tooltip("interval_minutes:Q", title="Interval (min)", format=".1f"),
+                 alt.Tooltip("ettr:Q", title="ETTR", format=".1%")])
+    layers = chart
+    if measured and measured.get("checkpoint_minutes"):
+        rule = alt.Chart(alt.Data(values=[{"m": measured["checkpoint_minutes"]}])).mark_rule(
+            strokeDash=[4, 3], color="#555").encode(x="m:Q")
+        layers = layers + rule
+    return _style(layers.properties(
+        width="container", height=260,
+        title=alt.Title("Effective training time by checkpoint interval",
+                        subtitle="Model of docs/projection.md; dashed: the run's interval")))
+
+
 def all_charts(data: dict[str, Any]) -> dict[str, alt.TopLevelMixin]:
     """Every chart of the page by its slot name in the template."""
     rows = data["summary"]["rows"]
     ett = data["ett"] or {}
+    curves = (data.get("projection") or {}).get("curves", {})
     return {
         "component": by_component(rows),
         "category": by_category(rows),
@@ -241,4 +297,6 @@ def all_charts(data: dict[str, Any]) -> dict[str, alt.TopLevelMixin]:
         "culprits": culprit_hosts(data["culprit_hosts"]),
         "llama3": versus_llama3(data["comparison"],
                                 data["summary"]["published"]["unexpected"]),
+        "scale": by_scale(curves.get("scale", []), curves.get("measured")),
+        "ettr": ettr_by_interval(curves.get("ettr", []), curves.get("measured")),
     }

@@ -42,7 +42,20 @@ def gather(con: duckdb.DuckDBPyConnection, run: str | None = None) -> dict[str, 
         "comparison": comparison(summary),
         "overrides": [{**o, "at": rep._when(o["created_at"])}
                       for o in summary.get("overrides", [])],
+        "projection": _projection(con, run),
     }
+
+
+def _projection(con: duckdb.DuckDBPyConnection, run: str) -> dict[str, Any] | None:
+    """The run's rates projected to 100,000 GPUs and the curves of the two projection
+    charts; None for a run without exposure to measure rates from."""
+    from faultline import projection as pj
+
+    try:
+        proj = pj.projection(con, 100_000, run=run)
+    except pj.ProjectionError:
+        return None
+    return {**proj, "curves": pj.html_curves(proj)}
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict]:
