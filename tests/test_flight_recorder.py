@@ -18,7 +18,8 @@ def entry(rank: int, seq: int, state: str, op: str = "all_reduce", pg: str = "0"
     """One entry with PyTorch's field names (FlightRecorder.hpp)."""
     return {"record_id": record, "pg_id": int(pg), "process_group": (pg, desc),
             "collective_seq_id": seq, "p2p_seq_id": p2p, "op_id": seq,
-            "profiling_name": f"nccl:{op}", "time_created_ns": 1_700_000_000_000_000_000 + seq,
+            "profiling_name": f"nccl:{op}",
+            "time_created_ns": 1_700_000_000_000_000_000 + seq * 1000 + rank,
             "duration_ms": None, "input_sizes": sizes or [[1024, 1024]],
             "input_dtypes": [dtype], "output_sizes": sizes or [[1024, 1024]],
             "output_dtypes": [dtype], "state": state, "time_discovered_started_ns": None,

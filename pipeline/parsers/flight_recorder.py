@@ -34,7 +34,7 @@ from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, Rej
 from faultline.pipeline.safepickle import UnsafePickle, loads
 
 # a dump's name: the prefix PyTorch was given, then the rank
-RANK_IN_NAME = re.compile(r"(?:rank|dump|trace)[_-]?(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
+RANK_IN_NAME = re.compile(r"(?:rank|dump|trace)[_-]?(\d{1,7})(?:\.(?:pkl|pickle|json))?(?:\.gz)?$")
 STATES = ("scheduled", "started", "completed")
 TAIL_DONE = 4  # completed entries kept before a group's first unfinished one
 TAIL_OPEN = 64  # unfinished entries kept (the first ones: the hang is at the first)
@@ -165,14 +165,26 @@ def parse(data: bytes, ctx: ParseContext) -> FileParse:
             1, "flight recorder dump without a rank in its file name", "")],
             shape="flight_recorder")
     attrs = summary(dump)
+    host = dump_host(ctx)
     created = [e.time_created_ns for e in dump.entries if e.time_created_ns]
     ts = max(created) // 1000 if created else None
     event = ParsedEvent(1, "flight_recorder_dump",
                         f"Flight Recorder dump of rank {dump.rank}: {len(dump.groups)} process "
                         f"groups, {len(dump.entries)} entries", ts=ts,
                         ts_quality="exact" if ts is not None else "untimed",
-                        host=ctx.host, job_id=ctx.job_id, rank=dump.rank, attrs=attrs)
+                        host=host, job_id=ctx.job_id, rank=dump.rank, attrs=attrs)
     return FileParse(lines=1, events=[event], shape=f"flight_recorder_{dump.version}")
+
+
+def dump_host(ctx: ParseContext) -> str | None:
+    """The host a dump's path gives: the layout reads ``jobs/<id>/<name>`` as a job log
+    named after its host, but a dump is named after its rank; ``jobs/<id>/<host>/<name>``
+    names the host by its directory."""
+    stem = ctx.path.rsplit("/", 1)[-1].split(".")[0]
+    if ctx.host != stem:
+        return ctx.host
+    parent = ctx.path.rsplit("/", 2)[-2] if ctx.path.count("/") >= 2 else ""
+    return parent if parent and parent != ctx.job_id else None
 
 
 def summary(dump: Dump) -> dict:
