@@ -69,3 +69,24 @@ def test_no_verdict_changes_nothing() -> None:
     d = straggler_guess()
     fr_tier.apply(d, None, [])
     assert d == straggler_guess()
+
+
+def test_explain_shows_each_verdict_in_words() -> None:
+    import duckdb
+
+    from faultline.explain import hang_words
+    from faultline.schemas.ddl import create_table_sql
+    from faultline.schemas.tables import COLLECTIVE_HANGS
+
+    con = duckdb.connect()
+    con.execute(create_table_sql(COLLECTIVE_HANGS))
+    con.execute("""INSERT INTO collective_hangs VALUES
+        ('9', 74, '74', 'EXPERT_MODEL_PARALLEL_GROUP', false, 20536, 'all_to_all', '{}', '{}',
+         [8, 12], [12], 'never_entered', [12], 'node0013', 4, '/c/nccl_trace_rank_12', 2),
+        ('9', 0, '0', 'default_pg', false, 7, 'all_reduce', '{}', '{}',
+         [0, 1, 2], [2], 'incomplete_dumps', [], NULL, NULL, '/c/nccl_trace_rank_0', 2)""")
+    assert hang_words(con, "9") == [
+        "PG 0 default_pg all_reduce #7: no dump from ranks 2, no culprit named",
+        "PG 74 EXPERT_MODEL_PARALLEL_GROUP all_to_all #20536: ranks 12 never entered; "
+        "rank 12 = node0013 GPU 4 (/c/nccl_trace_rank_12)"]
+    assert hang_words(con, "10") == []
