@@ -18,6 +18,7 @@ flight_recorder.summary`), so this is pure and runs on the tails of the ring buf
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -88,8 +89,7 @@ def analyse(job_id: str, dumps: Iterable[RankDump]) -> list[Hang]:
     for name in names:
         groups = {r: d.summary["groups"][name] for r, d in by_rank.items()
                   if name in d.summary.get("groups", {})}
-        members = next((list(g["ranks"]) for g in groups.values() if g.get("ranks")),
-                       sorted(groups))
+        members = next((m for g in groups.values() if (m := _members(g))), sorted(groups))
         first = next(iter(groups.values()))
         for is_p2p in (False, True):
             hang = _group_hang(job_id, name, first, members, groups, by_rank, is_p2p)
@@ -167,6 +167,13 @@ def _row(job_id: str, name: str, first: dict, members: list[int], seq: int,
                 ranks=list(members), missing_ranks=sorted(missing), verdict=verdict,
                 culprit_ranks=culprits, evidence_path=evidence, dumps=dumps,
                 paths={r: d.path for r, d in by_rank.items()})
+
+
+def _members(group: dict) -> list[int]:
+    """A group's member ranks from one rank's summary (a JSON list as text)."""
+    ranks = group.get("ranks") or "[]"
+    out = json.loads(ranks) if isinstance(ranks, str) else ranks
+    return [int(r) for r in out if isinstance(r, int)] if isinstance(out, list) else []
 
 
 def _last_done(group: dict | None, entries: dict[int, list]) -> int:

@@ -202,7 +202,9 @@ def summary(dump: Dump) -> dict:
         groups[name] = {
             "pg_id": g.pg_id if g else (entries[0].pg_id if entries else None),
             "desc": g.desc if g else (entries[0].pg_desc if entries else ""),
-            "ranks": list(g.ranks) if g else [],
+            # as PyTorch writes it, one string: a list of ints per rank and group
+            # would cost 2,048 ranks x 2,048 members Python ints in the analysis
+            "ranks": json.dumps(list(g.ranks)) if g else "[]",
             "last_enqueued": _first(g and g.last_enqueued,
                                     coll[-1].collective_seq_id if coll else None),
             "last_completed": _first(g and g.last_completed, max(done) if done else None),
