@@ -38,6 +38,10 @@ def test_dumps_in_a_corpus_give_collective_hangs(tmp_path: Path) -> None:
         if host == "node0001":
             (corpus / "jobs" / "555" / f"{host}.log").open("a").write(
                 WATCHDOG.format(r=r) + "\n")
+    # rank 10 writes nothing but NCCL's init line: it alone places the rank (cudaDev 2)
+    (corpus / "jobs" / "555" / "node0002.log").write_text(
+        "2024-12-29T06:00:48.491438Z node0002:148373:148433 [2] NCCL INFO comm "
+        "0xf51482982377 rank 10 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0\n")
     db = tmp_path / "f.duckdb"
     res = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(db)])
     assert res.exit_code == 0, res.output
@@ -46,11 +50,13 @@ def test_dumps_in_a_corpus_give_collective_hangs(tmp_path: Path) -> None:
                         "WHERE path LIKE '%/node000_/%'").fetchall()
     assert sorted(files) == [("flight_recorder", 1, 1, 0, None)] * 4, files
     [row] = con.execute("SELECT job_id, pg_id, pg_desc, collective_seq_id, op, ranks, "
-                        "missing_ranks, verdict, culprit_ranks, culprit_host, evidence_path "
+                        "missing_ranks, verdict, culprit_ranks, culprit_host, evidence_path, "
+                        "culprit_gpu "
                         "FROM collective_hangs").fetchall()
     assert row[:9] == ("555", 0, "default_pg", 6, "all_reduce", [8, 9, 10, 11],
                        [8, 9, 10, 11], "never_entered", [10])
     assert row[9] == "node0002" and row[10].endswith("node0002/nccl_trace_rank_10")
+    assert row[11] == 2
     # re-running changes nothing
     con.close()
     res = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(db)])

@@ -34,11 +34,12 @@ def test_simulated_hangs_match_the_truth(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     con = duckdb.connect(str(db), read_only=True)
     got = {r[0]: r[1:] for r in con.execute(
-        "SELECT job_id, verdict, culprit_ranks, culprit_host FROM collective_hangs "
+        "SELECT job_id, verdict, culprit_ranks, culprit_host, culprit_gpu FROM collective_hangs "
         "WHERE NOT is_p2p").fetchall()}
     for t in truth:
         ranks = [int(t["culprit_rank"])] if t["culprit_rank"] else []
-        assert got[t["job_id"]] == (t["verdict"], ranks, t["culprit_host"] or None), t
+        gpu = int(t["culprit_gpu"]) if t["culprit_gpu"] else None
+        assert got[t["job_id"]] == (t["verdict"], ranks, t["culprit_host"] or None, gpu), t
     files = con.execute("SELECT count(*), sum(lines), sum(event_lines) FROM files "
                         "WHERE source = 'flight_recorder'").fetchone()
     assert files[0] == files[1] == files[2] > 0
