@@ -19,6 +19,7 @@ import pyarrow as pa
 from faultline.classifiers.hangs import Hang, RankDump, analyse
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.parsers import jobout
+from faultline.pipeline.parsers.flight_recorder import rank_from_path
 from faultline.pipeline.text import decode, split_lines
 from faultline.schemas.tables import COLLECTIVE_HANGS
 
@@ -30,6 +31,17 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> int:
     rows = con.execute("""
         SELECT coalesce(job_id, ''), rank, path, host, attrs FROM events
         WHERE kind = 'flight_recorder_dump' AND rank IS NOT NULL ORDER BY path""").fetchall()
+    # a dump with the same bytes as another rank's is still that rank's dump: the load
+    # keeps one file's events (files.duplicate_of), the rank and job are in each path
+    for path, job, attrs in con.execute("""
+            SELECT f.path, coalesce(e.job_id, ''), e.attrs FROM files f
+            JOIN events e ON e.path = f.duplicate_of AND e.kind = 'flight_recorder_dump'
+            WHERE f.source = 'flight_recorder' ORDER BY f.path""").fetchall():
+        rank = rank_from_path(path)
+        if rank is not None:
+            summary = json.loads(attrs)
+            summary["rank"] = rank
+            rows.append((job, rank, path, None, json.dumps(summary)))
     con.execute("DELETE FROM collective_hangs")
     by_job: dict[str, list[RankDump]] = {}
     dump_host: dict[tuple[str, int], str] = {}

@@ -66,3 +66,19 @@ def test_dumps_in_a_corpus_give_collective_hangs(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM collective_hangs").fetchone() == (1,)
+
+
+def test_byte_identical_dumps_of_two_ranks_both_count(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "jobs" / "556"
+    corpus.mkdir(parents=True)
+    groups = {"0": ("default_pg", [0, 1, 2])}
+    same = pickle.dumps(dump([{**entry(0, 1, "started"), "time_created_ns": 5}], groups))
+    (corpus / "nccl_trace_rank_0").write_bytes(same)
+    (corpus / "nccl_trace_rank_1").write_bytes(same)  # same bytes: a duplicate file
+    (corpus / "nccl_trace_rank_2").write_bytes(pickle.dumps(dump([], groups)))
+    db = tmp_path / "f.duckdb"
+    res = CliRunner().invoke(app, ["ingest", str(tmp_path / "corpus"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT verdict, culprit_ranks, dumps FROM collective_hangs"
+                       ).fetchall() == [("never_entered", [2], 3)]
