@@ -10,9 +10,10 @@ field names (``torch/csrc/distributed/c10d/FlightRecorder.hpp``, version 2.4), a
   all_reduce (``never_entered``, the CPU side);
 - a dead GPU (Faulty GPU, HBM, SRAM, GSP): its rank enqueued it and it never started
   (``not_completed``; the others started it and wait);
-- a diverged rank (``variant`` ``divergence``): it issued an all_gather where the others
-  issued the all_reduce (``mismatch``);
 - anything else: every rank started it and none finished (``not_completed``, no culprit).
+
+The simulator has no diverged-program incident, so ``mismatch`` is covered by the unit
+tests only (``tests/test_flight_recorder.py``).
 
 Nothing here imports :mod:`pickle`: :func:`pickle_bytes` writes the opcodes itself.
 """
@@ -90,8 +91,6 @@ def scenario(attempt: Attempt) -> tuple[str, int | None]:
     """(expected verdict, culprit rank) of a watchdog-ended attempt."""
     inc = attempt.incident
     assert inc is not None
-    if inc.variant == "divergence" and inc.culprit_rank is not None:
-        return "mismatch", inc.culprit_rank
     if inc.straggler_rank is not None:
         return "never_entered", inc.straggler_rank
     if inc.component in GPU_DEAD and inc.culprit_rank is not None:
@@ -116,16 +115,14 @@ def dump_of(attempt: Attempt, rank: int, seed: int) -> dict:
         state = "completed"
         if last:
             state = "scheduled" if rank == culprit and verdict == "not_completed" else "started"
-        op = "all_gather" if last and verdict == "mismatch" and rank == culprit else "all_reduce"
         created = int((t_hang - (ENTRIES - 1 - k) * 0.35 + rng.uniform(0, 0.01)) * 1e9)
-        numel = 262144 if op == "all_reduce" else 262144 * attempt.ranks
         entries.append({
             "record_id": k, "pg_id": 0, "process_group": ("0", "default_pg"),
             "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
-            "profiling_name": f"nccl:{op}", "time_created_ns": created,
+            "profiling_name": "nccl:all_reduce", "time_created_ns": created,
             "duration_ms": None if state != "completed" else round(rng.uniform(1, 3), 3),
             "input_sizes": [IntList([262144])], "input_dtypes": ["Float"],
-            "output_sizes": [IntList([numel])], "output_dtypes": ["Float"],
+            "output_sizes": [IntList([262144])], "output_dtypes": ["Float"],
             "state": state,
             "time_discovered_started_ns": None if state == "scheduled" else created + 50_000,
             "time_discovered_completed_ns": created + 2_000_000 if state == "completed"
