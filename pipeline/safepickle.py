@@ -7,9 +7,10 @@ opcodes itself (the opcode set of :mod:`pickletools`, protocols 0-5) and builds 
 ``dict``, ``list``, ``tuple``, ``str``, ``bytes``, ``int``, ``float``, ``bool`` and
 ``None``. Nothing is imported and no callable from the data is ever called.
 
-The one exception is data, not code: TorchScript's pickler (which writes the dumps)
-wraps typed lists as ``torch.jit._pickle.build_intlist([...])`` (and the float, bool
-and type-tag variants). Those few names are matched as strings and replaced by this
+The one exception is data, not code: TorchScript's IValue pickler (``pickle_str``,
+which writes the dumps) wraps a typed list as ``torch.jit._pickle.build_intlist([...])``
+(and the float, bool and type-tag variants); the dumps hold generic lists today, but a
+typed one is no reason to refuse a dump. Those few names are matched as strings and replaced by this
 module's own rebuild of the plain list, checked for its element type; any other global,
 and every object-building opcode (``INST``, ``OBJ``, ``NEWOBJ``, ``BUILD``,
 ``PERSID``, extension codes, out-of-band buffers), is refused with

@@ -155,3 +155,17 @@ def test_unreadable_dumps_are_one_rejected_line_with_the_reason() -> None:
     assert "version 1.0" in out.rejects[0].reason
     assert fr.looks_like_dump(b"plain text\n") is None
     assert fr.looks_like_dump(pickle.dumps(raw, protocol=2)) == "pickle"
+
+
+def test_json_dump_without_entries_and_with_string_status_is_read() -> None:
+    # dump_json writes pg_status values as strings and no "entries" when there are none
+    raw = {"version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg",
+                                                 "ranks": "[0, 1]"}},
+           "pg_status": {"0": {"last_enqueued_collective": "7",
+                               "last_started_collective": "7",
+                               "last_completed_collective": "7"}}}
+    data = json.dumps(raw).encode()
+    assert fr.looks_like_dump(data) == "json"
+    out = fr.parse(data, ParseContext(path="/c/nccl_trace_rank_1"))
+    g = out.events[0].attrs["groups"]["0"]
+    assert (g["last_completed"], g["ranks"], g["tail"]) == (7, "[0, 1]", [])

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from faultline.cli import app
 from faultline.pipeline.parsers import flight_recorder as fr
 from faultline.simulate.corpus import simulate
-from faultline.simulate.flightrec import IntList, pickle_bytes
+from faultline.simulate.flightrec import pickle_bytes
 
 
 def test_simulated_pickle_is_read_back_exactly() -> None:
-    obj = {"a": [IntList([1, 2**40, -3])], "b": ("0", "default_pg"), "c": 1.5, "d": None,
+    obj = {"a": [[1, 2**40, -3]], "b": ("0", "default_pg"), "c": 1.5, "d": None,
            "e": True, "f": "é" * 300, "g": -(2**70)}
     from faultline.pipeline.safepickle import loads
     assert loads(pickle_bytes(obj)) == obj

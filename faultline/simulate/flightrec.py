@@ -2,8 +2,9 @@
 
 For an attempt that ended in NCCL watchdog timeouts, every rank of the job writes the
 dump PyTorch writes on a timeout (``TORCH_NCCL_DUMP_ON_TIMEOUT``): a pickle (protocol 2,
-TorchScript's typed int lists as ``torch.jit._pickle.build_intlist``) with PyTorch's
-field names (``torch/csrc/distributed/c10d/FlightRecorder.hpp``, version 2.4), at
+plain dicts, lists and tuples, as ``NCCLTraceBuffer::dump`` builds it from generic
+lists) with PyTorch's field names (``torch/csrc/distributed/c10d/FlightRecorder.hpp``
+and ``.cpp``, version 2.4), at
 ``jobs/<job>/<host>/nccl_trace_rank_<rank>``. The scenario decides the entries:
 
 - a straggler (NCCL Watchdog Timeouts): the straggler rank never enqueued the hung
@@ -28,10 +29,6 @@ from faultline.simulate.model import COLLECTIVE_TIMEOUT_S, Attempt
 
 GPU_DEAD = {"Faulty GPU", "GPU HBM3 Memory", "GPU SRAM Memory", "GPU System Processor"}
 ENTRIES = 24  # ring buffer entries per rank (the hang is the last collective)
-
-
-class IntList(list):
-    """A list TorchScript's pickler writes as ``build_intlist`` (a List[int])."""
 
 
 def pickle_bytes(obj: object) -> bytes:
@@ -62,11 +59,6 @@ def _emit(v: object, out: bytearray) -> None:
     elif isinstance(v, str):
         raw = v.encode("utf-8")
         out += b"X" + struct.pack("<I", len(raw)) + raw
-    elif isinstance(v, IntList):
-        out += b"ctorch.jit._pickle\nbuild_intlist\n(]("
-        for x in v:
-            _emit(x, out)
-        out += b"etR"
     elif isinstance(v, list):
         out += b"]("
         for x in v:
@@ -121,8 +113,8 @@ def dump_of(attempt: Attempt, rank: int, seed: int) -> dict:
             "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
             "profiling_name": "nccl:all_reduce", "time_created_ns": created,
             "duration_ms": None if state != "completed" else round(rng.uniform(1, 3), 3),
-            "input_sizes": [IntList([262144])], "input_dtypes": ["Float"],
-            "output_sizes": [IntList([262144])], "output_dtypes": ["Float"],
+            "input_sizes": [[262144]], "input_dtypes": ["Float"],
+            "output_sizes": [[262144]], "output_dtypes": ["Float"],
             "state": state,
             "time_discovered_started_ns": None if state == "scheduled" else created + 50_000,
             "time_discovered_completed_ns": created + 2_000_000 if state == "completed"

@@ -13,7 +13,8 @@ BSD-3-Clause): the top-level dict has ``version`` (2.x), ``pg_config`` (group na
 (``scheduled``/``started``/``completed``), ``time_created_ns``,
 ``time_discovered_started_ns``, ``time_discovered_completed_ns``, ``input_sizes``,
 ``input_dtypes``, ``output_sizes``, ``output_dtypes``, ``timeout_ms``, ``is_p2p``,
-``retired`` and ``frames``.
+``retired`` and ``frames``. The JSON variant (``dump_json``) has the same keys; its
+``pg_status`` values are strings and it leaves ``entries`` out when there are none.
 
 The pickle is read by :mod:`faultline.pipeline.safepickle` only. A dump is binary, so
 it is one line for the accounting (like an archive is zero: it has no text lines of its
@@ -96,12 +97,15 @@ class Dump:
 
 def looks_like_dump(data: bytes) -> str | None:
     """``pickle`` or ``json`` when the bytes are a Flight Recorder dump, by content."""
+    # ``entries`` is left out of a dump without collectives (JSON: when there are none);
+    # ``version`` and ``pg_config`` are always written (FlightRecorder.cpp, dump/dump_json)
     if len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5:  # PROTO 2..5
-        if b"entries" in data and (b"pg_config" in data or b"pg_status" in data):
+        head = data[:1 << 16]
+        if b"pg_config" in head and b"version" in head:
             return "pickle"
         return None
     start = data[:64].lstrip()
-    if start[:1] == b"{" and b'"pg_config"' in data[:1 << 20] and b'"entries"' in data:
+    if start[:1] == b"{" and b'"pg_config"' in data[:1 << 20] and b'"version"' in data[:1 << 20]:
         return "json"
     return None
 
@@ -139,7 +143,7 @@ def read_dump(data: bytes, path: str) -> Dump:
         name = str(cfg.get("name", key))
         groups[name] = Group(name, str(cfg.get("desc", "")), None, _ranks(cfg.get("ranks")),
                              None, None, None)
-    entries = [_entry(e) for e in raw["entries"]]
+    entries = [_entry(e) for e in raw.get("entries") or []]
     ids = {e.pg_name: e.pg_id for e in entries}
     for name, g in list(groups.items()):
         pg_id = ids.get(name)
