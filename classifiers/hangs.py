@@ -130,9 +130,11 @@ def _group_hang(job_id: str, name: str, first: dict, members: list[int],
     if absent and any(r in absent for r in involved):
         return _row(job_id, name, first, members, seq, at, [r for r in involved if r in absent],
                     "incomplete_dumps", [], by_rank, is_p2p, len(present))
-    never = [r for r in involved if r in by_rank and seq not in entries.get(r, {})]
-    if is_p2p:
-        never = [r for r in never if _last_p2p(groups.get(r)) < seq]
+    # no entry for it and never enqueued that far (an entry may have left the ring
+    # buffer of a rank that went on: pg_status says how far each rank enqueued)
+    never = [r for r in involved if r in by_rank and seq not in entries.get(r, {})
+             and (_last_p2p(groups.get(r)) if is_p2p
+                  else _last_enqueued(groups.get(r), entries.get(r, {}))) < seq]
     odd = _minority(at, is_p2p)
     unfinished = [r for r in involved if r in at and at[r][STATE] != "completed"]
     if odd:
@@ -182,6 +184,16 @@ def _last_done(group: dict | None, entries: dict[int, list]) -> int:
         return int(group["last_completed"])
     done = [s for s, e in entries.items() if e[STATE] == "completed"]
     return max(done, default=0)
+
+
+def _last_enqueued(group: dict | None, entries: dict[int, list]) -> int:
+    """The rank's last enqueued collective: pg_status, else its entries; -1 for a rank
+    whose dump does not have the group at all."""
+    if group is None:
+        return -1
+    if group.get("last_enqueued") is not None:
+        return int(group["last_enqueued"])
+    return max(entries, default=0)
 
 
 def _last_p2p(group: dict | None) -> int:

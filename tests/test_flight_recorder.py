@@ -169,3 +169,12 @@ def test_json_dump_without_entries_and_with_string_status_is_read() -> None:
     out = fr.parse(data, ParseContext(path="/c/nccl_trace_rank_1"))
     g = out.events[0].attrs["groups"]["0"]
     assert (g["last_completed"], g["ranks"], g["tail"]) == (7, "[0, 1]", [])
+
+
+def test_entries_that_left_the_ring_buffer_are_not_taken_for_never_entered() -> None:
+    # rank 3 has no group "0" at all; the others' buffers no longer hold seq 1..3
+    raws = {r: dump([entry(r, s, "completed") for s in (4, 5)], G4) for r in range(3)}
+    raws[3] = dump([], {"0": ("default_pg", [0, 1, 2, 3])})
+    [h] = analyse("77", summaries(raws))
+    assert (h.verdict, h.culprit_ranks) == ("never_entered", [3])
+    assert h.collective_seq_id == 1
