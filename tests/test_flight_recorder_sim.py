@@ -44,17 +44,28 @@ def test_simulated_hangs_match_the_truth(tmp_path: Path) -> None:
                         "WHERE source = 'flight_recorder'").fetchone()
     assert files[0] == files[1] == files[2] > 0
     inter = {r[0]: r[1:] for r in con.execute(
-        "SELECT job_id, component, rule_id, coalesce(culprit_host, surfaced_host) "
-        "FROM interruptions").fetchall()}
+        "SELECT job_id, component, rule_id, coalesce(culprit_host, surfaced_host), "
+        "interruption_id FROM interruptions").fetchall()}
+    to_explain = None
     for t in truth:
-        comp, rule, host = inter[t["job_id"]]
+        comp, rule, host, iid = inter[t["job_id"]]
         # a CPU-side hang with nothing on the host: software, where it surfaced
         if t["verdict"] == "never_entered":
             assert (comp, rule, host) == ("Software Bug", "fr.never_entered",
                                           t["culprit_host"])
+            to_explain = (iid, t)
         elif t["culprit_host"]:  # a dead GPU: its Xid decides, the verdict corroborates
             assert host == t["culprit_host"]
             assert con.execute("""
                 SELECT count(*) FROM interruption_evidence x JOIN events e USING (event_id)
                 WHERE e.kind = 'flight_recorder_dump' AND x.role = 'corroborating'
                   AND e.job_id = ?""", [t["job_id"]]).fetchone() == (1,)
+    con.close()
+    assert to_explain is not None
+    iid, t = to_explain
+    shown = CliRunner().invoke(app, ["explain", "--db", str(db), iid])
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert ("Flight Recorder: PG 0 default_pg all_reduce #" in said
+            and f"ranks {t['culprit_rank']} never entered; rank "
+            f"{t['culprit_rank']} = {t['culprit_host']} GPU {t['culprit_gpu']}" in said), said
