@@ -153,7 +153,8 @@ def chosen(attempts: list[Attempt], limit: int) -> list[Attempt]:
     for a in pool:
         verdict, culprit = scenario(a)
         first.setdefault((verdict, culprit is None), a)
-    picked = list(first.values())[:limit]
+    order = [("never_entered", False), ("not_completed", False), ("not_completed", True)]
+    picked = [first[k] for k in order if k in first][:limit]
     picked += [a for a in pool if a not in picked][:max(0, limit - len(picked))]
     return sorted(picked, key=lambda a: a.start)
 
