@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from faultline.pipeline.parsers.flight_recorder import p2p_peer
 
@@ -58,25 +58,6 @@ class Hang:
     culprit_ranks: list[int]
     evidence_path: str | None
     dumps: int
-    paths: dict[int, str] = field(default_factory=dict)
-
-    def describe(self, places: dict[int, tuple[str | None, int | None]] | None = None) -> str:
-        """The verdict in words: ``PG 74 EXPERT_MODEL_PARALLEL_GROUP all_to_all #20536:
-        ranks 12 never entered; rank 12 = node0013 GPU 4``."""
-        head = (f"PG {self.pg_id if self.pg_id is not None else self.pg_name} "
-                f"{self.pg_desc} {self.op or '?'} #{self.collective_seq_id}")
-        who = ", ".join(map(str, self.culprit_ranks or self.missing_ranks)) or "none named"
-        text = {
-            "never_entered": f"ranks {who} never entered",
-            "not_completed": f"ranks {who} entered but never completed",
-            "mismatch": f"ranks {who} disagree on op, sizes or dtypes",
-            "incomplete_dumps": f"no dump from ranks {who}",
-        }[self.verdict]
-        for r in self.culprit_ranks[:4]:
-            host, gpu = (places or {}).get(r, (None, None))
-            if host:
-                text += f"; rank {r} = {host}" + (f" GPU {gpu}" if gpu is not None else "")
-        return f"{head}: {text}"
 
 
 def analyse(job_id: str, dumps: Iterable[RankDump]) -> list[Hang]:
@@ -157,8 +138,7 @@ def _group_hang(job_id: str, name: str, first: dict, members: list[int],
 def _row(job_id: str, name: str, first: dict, members: list[int], seq: int,
          at: dict[int, list], missing: list[int], verdict: str, culprits: list[int],
          by_rank: dict[int, RankDump], is_p2p: bool, dumps: int) -> Hang:
-    ops = sorted({e[OP] for e in at.values()}) if not is_p2p else sorted(
-        {e[OP] for e in at.values()})[:4]
+    ops = sorted({e[OP] for e in at.values()})[:4]  # a p2p op names its pair: a few
     evidence = by_rank[culprits[0]].path if culprits and culprits[0] in by_rank else (
         by_rank[min(by_rank)].path if by_rank else None)
     return Hang(job_id=job_id, pg_id=first.get("pg_id"), pg_name=name,
@@ -167,8 +147,7 @@ def _row(job_id: str, name: str, first: dict, members: list[int], seq: int,
                 sizes={str(r): e[IN_SIZES] for r, e in sorted(at.items())},
                 dtypes={str(r): e[IN_DTYPES] for r, e in sorted(at.items())},
                 ranks=list(members), missing_ranks=sorted(missing), verdict=verdict,
-                culprit_ranks=culprits, evidence_path=evidence, dumps=dumps,
-                paths={r: d.path for r, d in by_rank.items()})
+                culprit_ranks=culprits, evidence_path=evidence, dumps=dumps)
 
 
 def _members(group: dict) -> list[int]:

@@ -67,7 +67,6 @@ def test_never_entered_names_the_rank_that_did_not_enqueue(fmt: str) -> None:
         "never_entered", 6, [2], [0, 1, 2, 3])
     assert h.op == "all_reduce" and h.ranks == [0, 1, 2, 3] and h.pg_desc == "default_pg"
     assert h.evidence_path.endswith("nccl_trace_rank_2")
-    assert "ranks 2 never entered; rank 2 = node7 GPU 5" in h.describe({2: ("node7", 5)})
 
 
 def test_not_completed_blames_the_least_advanced_rank() -> None:
