@@ -52,6 +52,21 @@ class Verdict:
     culprit_gpu: int | None
     words: str
     event_id: str | None  # the culprit's dump event
+    ts_us: int | None = None  # its time (the last entry the dump recorded)
+
+
+# a dump is written at the collective timeout: within this of the attempt's end
+DUMP_AFTER_FAIL_S = 1800
+
+
+def for_attempt(hangs: dict[str, Verdict], job_id: str, started_us: int, failed_us: int
+                ) -> Verdict | None:
+    """The job's verdict when its dumps belong to this attempt: a requeued job keeps its
+    id, so a dump recorded outside the attempt's run time speaks for another attempt."""
+    v = hangs.get(job_id)
+    if v is None or v.ts_us is None:
+        return v
+    return v if started_us <= v.ts_us <= failed_us + DUMP_AFTER_FAIL_S * 1_000_000 else None
 
 
 def load(con: duckdb.DuckDBPyConnection) -> dict[str, Verdict]:
@@ -61,18 +76,20 @@ def load(con: duckdb.DuckDBPyConnection) -> dict[str, Verdict]:
         SELECT h.job_id, h.verdict, h.culprit_ranks, h.culprit_host, h.culprit_gpu,
                h.pg_id, h.pg_name, h.pg_desc, h.op, h.collective_seq_id, h.is_p2p,
                (SELECT min(e.event_id) FROM events e WHERE e.path = h.evidence_path
-                  AND e.kind = 'flight_recorder_dump') AS event_id
+                  AND e.kind = 'flight_recorder_dump') AS event_id,
+               (SELECT max(epoch_us(e.ts)) FROM events e WHERE e.path = h.evidence_path
+                  AND e.kind = 'flight_recorder_dump') AS ts_us
         FROM collective_hangs h WHERE len(h.culprit_ranks) > 0
         ORDER BY h.job_id, h.is_p2p, h.pg_name""").fetchall()
     best: dict[str, tuple[tuple, Verdict]] = {}
     for (job, verdict, ranks, host, gpu, pg_id, pg_name, desc, op, seq, is_p2p,
-         eid) in rows:
+         eid, ts_us) in rows:
         if verdict not in _PRIORITY:
             continue
         key = (_PRIORITY[verdict], is_p2p, pg_name)
         v = Verdict(verdict, list(ranks), host, gpu,
                     words(verdict, pg_id if pg_id is not None else pg_name, desc, op, seq,
-                          list(ranks), host, gpu), eid)
+                          list(ranks), host, gpu), eid, ts_us)
         if job not in best or key < best[job][0]:
             best[job] = (key, v)
     return {job: v for job, (_k, v) in best.items()}

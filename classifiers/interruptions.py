@@ -198,7 +198,8 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
         hosts = try_expand_hostlist(cur[5] or "")
         watchdog = Watchdog(con, iid, watchdog_hosts.get(iid, 0))
         d = decide(cands.get(iid, []), watchdog, hosts, failed, cur, texts, resolver)
-        fr_tier.apply(d, hangs.get(cur[1]), cands.get(iid, []))
+        fr_tier.apply(d, fr_tier.for_attempt(hangs, cur[1], cur[2], cur[3]),
+                      cands.get(iid, []))
         if iid in overrides:
             comp, _note = overrides[iid]
             d.component, d.rule_id, d.confidence = comp, "override", 1.0

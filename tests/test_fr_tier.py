@@ -90,3 +90,12 @@ def test_explain_shows_each_verdict_in_words() -> None:
         "PG 74 EXPERT_MODEL_PARALLEL_GROUP all_to_all #20536: ranks 12 never entered; "
         "rank 12 = node0013 GPU 4 (/c/nccl_trace_rank_12)"]
     assert hang_words(con, "10") == []
+
+
+def test_a_dump_speaks_only_for_the_attempt_it_was_recorded_in() -> None:
+    v = fr_tier.Verdict("never_entered", [12], "node0013", 4, "", "ev", ts_us=5_000_000)
+    hangs = {"9": v}
+    assert fr_tier.for_attempt(hangs, "9", 1_000_000, 4_000_000) is v  # written after
+    assert fr_tier.for_attempt(hangs, "9", 6_000_000, 9_000_000) is None  # a later attempt
+    assert fr_tier.for_attempt(hangs, "9", 0, 5_000_000 - 3600 * 10**6) is None
+    assert fr_tier.for_attempt(hangs, "8", 0, 10**9) is None
