@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from faultline.classifiers import causes, memo, signals
+from faultline.classifiers import causes, fr_tier, memo, signals
 from faultline.classifiers.culprits import WATCHDOG_JOIN, Inventory, Watchdog, placement, straggler
 from faultline.classifiers.signals import Rule
 from faultline.db import transaction
@@ -191,12 +191,15 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
     texts = _classify_texts(con, cands, retain)
     progress = _progress(con, windows)
     inventory = Inventory.load(con)
+    hangs = fr_tier.load(con)  # Flight Recorder verdicts: above the straggler guess
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
         failed = cur[3] / 1e6
         hosts = try_expand_hostlist(cur[5] or "")
         watchdog = Watchdog(con, iid, watchdog_hosts.get(iid, 0))
         d = decide(cands.get(iid, []), watchdog, hosts, failed, cur, texts, resolver)
+        fr_tier.apply(d, fr_tier.for_attempt(hangs, cur[1], cur[2], cur[3]),
+                      cands.get(iid, []))
         if iid in overrides:
             comp, _note = overrides[iid]
             d.component, d.rule_id, d.confidence = comp, "override", 1.0

@@ -538,6 +538,10 @@ def simulate(
              "files of a central server), journal-json (journalctl -o json per host), "
              "slurm-out (slurm-<jobid>.out), redfish (Redfish LogEntry JSON).")]
     = "canonical",
+    flight_recorder: Annotated[int, typer.Option(
+        metavar="N", min=0,
+        help="Also write PyTorch Flight Recorder dumps (one per rank) for N watchdog "
+             "hangs, truth in OUT/truth/hangs.csv (canonical layout).")] = 0,
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
@@ -567,7 +571,8 @@ def simulate(
         if layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
             result = simulate_in(preset, out, layout, seed=seed, progress=step)
         else:
-            result = run_simulation(preset, out, seed=seed, progress=step, layout=layout)
+            result = run_simulation(preset, out, seed=seed, progress=step, layout=layout,
+                                    flight_recorder=flight_recorder)
     typer.echo(f"simulated {preset} (seed {seed}): {result.files} files, {result.lines} "
                f"lines, {result.bytes / 1e6:.1f} MB, {result.interruptions} interruptions "
                f"({result.planned} planned), effective training time "

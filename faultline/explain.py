@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from faultline.classifiers import fr_tier
 from faultline.report import ReportError, _fmt, _when
 
 _ROLE_ORDER = {"root": 0, "corroborating": 1, "contradicting": 2, "history": 3}
@@ -150,7 +151,32 @@ def explain(con: duckdb.DuckDBPyConnection, interruption_id: str) -> dict[str, A
     return {"interruption": head, "evidence": evidence,
             "evidence_groups": group_evidence(evidence),
             "symptoms": [{"host": h, "kind": k, "count": n} for h, k, n in symptoms],
-            "override": override, "straggler": straggler_reasoning(con, head)}
+            "override": override, "straggler": straggler_reasoning(con, head),
+            "hangs": hang_words(con, str(head["job_id"]))}
+
+
+def hang_words(con: duckdb.DuckDBPyConnection, job_id: str) -> list[str]:
+    """The job's Flight Recorder verdicts (``collective_hangs``), each in words."""
+    if "collective_hangs" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
+        return []
+    rows = con.execute("""
+        SELECT verdict, coalesce(CAST(pg_id AS VARCHAR), pg_name), pg_desc, op,
+               collective_seq_id, culprit_ranks, missing_ranks, culprit_host, culprit_gpu,
+               evidence_path
+        FROM collective_hangs WHERE job_id = ? ORDER BY is_p2p, pg_name""",
+                       [job_id]).fetchall()
+    out = []
+    for verdict, pg, desc, op, seq, culprits, missing, host, gpu, path in rows:
+        if verdict == "incomplete_dumps":
+            out.append(f"PG {pg} {desc} {op or '?'} #{seq}: no dump from ranks "
+                       f"{_ranges(list(missing))}, no culprit named")
+        elif culprits:
+            out.append(fr_tier.words(verdict, pg, desc, op, seq, list(culprits), host, gpu)
+                       + f" ({path})")
+        else:
+            out.append(f"PG {pg} {desc} {op or '?'} #{seq}: every member entered, none "
+                       "finished: no single rank stands out")
+    return out
 
 
 def render_explain(data: dict[str, Any], console: Console) -> None:
@@ -199,6 +225,8 @@ def render_explain(data: dict[str, Any], console: Console) -> None:
         console.print(t)
     if (s := data.get("straggler")) is not None:
         _render_straggler(s, i, console)
+    for words in data.get("hangs") or []:
+        console.print(f"Flight Recorder: {escape(words)}")
     if data["symptoms"]:
         by_host: dict[str, int] = {}
         for s in data["symptoms"]:

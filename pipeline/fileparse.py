@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.parsers import (
+    flight_recorder,
     hosts,
     inventory,
     joblog,
@@ -266,6 +267,9 @@ def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedF
             continue
         if f.source == "bundle":  # its members follow as files of their own
             results[-1] = FileParse(lines=0, shape=f.shape)
+        elif f.source == "flight_recorder":  # binary: one line, its event or reject
+            results[-1] = flight_recorder.parse(f.data or b"", f.ctx)
+            f.data = None
         elif f.source in PARSERS:
             results[-1] = PARSERS[f.source](f.text, f.ctx)
         else:
@@ -308,6 +312,7 @@ class _File:
     text: str  # for the per-file parsers ("" once parsed, or for a batched source)
     lines: list[str] | None  # for the batched parsers (None once parsed, or for others)
     shape: str | None = None  # an archive's kind (zip, tar)
+    data: bytes | None = None  # a binary dump's bytes (flight_recorder), never decoded
 
 
 def _with_members(items: Iterable[BatchItem]) -> Iterator[BatchItem]:
@@ -336,6 +341,11 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     raw = data
     if compressed:
         raw, problem = gunzip(data)
+    if flight_recorder.looks_like_dump(raw):  # binary: never cut into lines or decoded
+        return _File(path, sha, len(data), mtime, compressed, item[3] if len(item) > 3
+                     else problem, "flight_recorder",
+                     _dump_context(context_from_path(path, settings.tz, settings)), "", None,
+                     None, raw)
     raw, cut = cap_lines(raw)
     if cut:
         problem = "; ".join(filter(None, (
@@ -362,6 +372,12 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
                      lines if lines is not None else split_lines(text))
     return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, text, None)
+
+
+def _dump_context(ctx: ParseContext) -> ParseContext:
+    host = flight_recorder.dump_host(ctx)
+    return ctx if host == ctx.host else dataclasses.replace(
+        ctx, host=host, host_from=ctx.host_from if host else "none")
 
 
 _LINE_NO = attrgetter("line_no")

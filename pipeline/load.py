@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from faultline.pipeline import hangs_load
 from faultline.pipeline.bundles import SEP
 from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
@@ -43,6 +44,7 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     anchor_boots(con)
     _map_gpus(con)
     _rebuild_attempts(con)
+    hangs_load.rebuild(con)
     return changed
 
 

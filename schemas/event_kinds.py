@@ -76,6 +76,7 @@ EVENT_KINDS: dict[str, str] = {
     "traceback": "Python traceback (joined; exception type in attrs)",
     "process_exit": "torchrun/elastic worker failure (exit code, signal)",
     "job_cancelled": "slurmstepd/srun: job or step cancelled or node failure",
+    "flight_recorder_dump": "PyTorch NCCL Flight Recorder dump of one rank (summary in attrs)",
     # --- trainer ---
     "train_step": "trainer step line (step, loss)",
     "checkpoint": "checkpoint saved (step in attrs)",

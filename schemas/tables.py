@@ -24,7 +24,7 @@ import pyarrow as pa
 from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.types import ENGINE_TYPES, LogicalType
 
-S, I32, I64, F64, B, TS, J = (
+S, I32, I64, F64, B, TS, J, IL = (
     LogicalType.STRING,
     LogicalType.INT32,
     LogicalType.INT64,
@@ -32,6 +32,7 @@ S, I32, I64, F64, B, TS, J = (
     LogicalType.BOOL,
     LogicalType.TIMESTAMP,
     LogicalType.JSON,
+    LogicalType.INT_LIST,
 )
 
 
@@ -137,7 +138,8 @@ class View:
 # --- vocabularies -------------------------------------------------------------------
 
 SOURCES = ("kernel", "sel", "inventory", "job", "trainer", "sacct", "slurmctld", "hosts",
-           "slurmd", "slurm_nodes", "nvidia_smi", "nvidia_bug_report", "bundle", "unknown")
+           "slurmd", "slurm_nodes", "nvidia_smi", "nvidia_bug_report", "bundle", "unknown",
+           "flight_recorder")
 TS_QUALITIES = ("exact", "assumed_tz", "inferred_year", "inherited", "boot_relative",
                 "untimed")
 EVIDENCE_ROLES = ("root", "corroborating", "symptom", "contradicting", "history")
@@ -384,9 +386,51 @@ OVERRIDES = Table(
     ),
 )
 
+HANG_VERDICTS = ("never_entered", "not_completed", "mismatch", "incomplete_dumps")
+
+COLLECTIVE_HANGS = Table(
+    name="collective_hangs",
+    row="first unfinished collective (or p2p op) of a process group, from Flight Recorder dumps",
+    key=("job_id", "pg_name", "is_p2p"),
+    columns=(
+        Column("job_id", S, "Slurm JobID of the dumps (from their path)."),
+        Column("pg_id", I32, "Process group id as the dumps give it.", nullable=True),
+        Column("pg_name", S, "Process group name (pg_config key; extension)."),
+        Column("pg_desc", S, "Process group description (default_pg, "
+               "EXPERT_MODEL_PARALLEL_GROUP, ...)."),
+        Column("is_p2p", B, "Aligned by p2p_seq_id (send/recv) rather than "
+               "collective_seq_id (extension)."),
+        Column("collective_seq_id", I64, "Sequence id of the first op not every member "
+               "rank completed (the p2p_seq_id when is_p2p)."),
+        Column("op", S, "Operation (all_reduce, all_to_all, send 3->5, ...); ops joined "
+               "by ' | ' when ranks disagree.", nullable=True),
+        Column("sizes", J, "Input sizes per rank that recorded the op (JSON: rank -> "
+               "sizes).", nullable=True),
+        Column("dtypes", J, "Input dtypes per rank (JSON: rank -> dtypes).", nullable=True),
+        Column("ranks", IL, "The group's member ranks (list)."),
+        Column("missing_ranks", IL, "Members that did not complete it: no entry, never "
+               "started or never completed; for incomplete_dumps the members without "
+               "a dump (list)."),
+        Column("verdict", S, "never_entered: a member never enqueued it (CPU side); "
+               "not_completed: every member enqueued it, some never started or finished "
+               "it (GPU, NVLink or network side); mismatch: op, sizes or dtypes differ "
+               "across ranks (software bug); incomplete_dumps: members' dumps missing.",
+               values=HANG_VERDICTS),
+        Column("culprit_ranks", IL, "Ranks the verdict blames (JSON list; empty when it "
+               "cannot tell)."),
+        Column("culprit_host", S, "Host of the first culprit rank (NCCL init lines).",
+               nullable=True),
+        Column("culprit_gpu", I32, "GPU index of the first culprit rank (its busId and "
+               "the inventory, else its cudaDev).", nullable=True),
+        Column("evidence_path", S, "Dump file of the first culprit rank (or of the first "
+               "rank read).", nullable=True),
+        Column("dumps", I32, "Member ranks with a dump (extension).", minimum=0),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES,
+    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS,
 )
 
 

@@ -28,6 +28,7 @@ class LogicalType(StrEnum):
     BOOL = "bool"
     TIMESTAMP = "timestamp"
     JSON = "json"
+    INT_LIST = "int_list"
 
 
 @dataclass(frozen=True)
@@ -52,4 +53,7 @@ ENGINE_TYPES: dict[LogicalType, EngineTypes] = {
     ),
     # JSON objects are stored as text in Arrow/Parquet and typed JSON in DuckDB.
     LogicalType.JSON: EngineTypes("JSON", pa.string(), pl.String(), str),
+    # a list of ranks (collective_hangs): INTEGER[] as INTERFACE.md fixes it
+    LogicalType.INT_LIST: EngineTypes("INTEGER[]", pa.list_(pa.int32()), pl.List(pl.Int32()),
+                                      list),
 }

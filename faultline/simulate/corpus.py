@@ -26,14 +26,14 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from faultline.schemas.taxonomy import load_taxonomy
-from faultline.simulate import timefmt
+from faultline.simulate import flightrec, timefmt
 from faultline.simulate.cluster import Cluster, Host, build_cluster
 from faultline.simulate.config import Preset, load_preset
 from faultline.simulate.jobs import job_host_lines, trainer_lines
 from faultline.simulate.kernel import HostKernelPlan, kernel_stream
 from faultline.simulate.layouts import get_layout
 from faultline.simulate.model import Line, Timeline
-from faultline.simulate.output import CorpusOutput, Marked
+from faultline.simulate.output import CorpusOutput, FileTruth, Marked
 from faultline.simulate.slurm import other_jobs, sacct_lines, slurmctld_lines
 from faultline.simulate.timeline import build_timeline
 
@@ -55,9 +55,11 @@ class SimResult:
 
 def simulate(preset_name: str, out: Path, seed: int = 0,
              progress: Callable[[str, int, int], None] | None = None,
-             layout: str = "canonical") -> SimResult:
+             layout: str = "canonical", flight_recorder: int = 0) -> SimResult:
     """Generate the preset's corpus under ``out`` (deterministic per preset, seed and
-    layout; see :mod:`faultline.simulate.layouts` for the layouts)."""
+    layout; see :mod:`faultline.simulate.layouts` for the layouts). ``flight_recorder``
+    adds the Flight Recorder dumps of that many watchdog hangs
+    (:mod:`faultline.simulate.flightrec`) and ``truth/hangs.csv``."""
     t_start = time.perf_counter()
     p = load_preset(preset_name)
     zone = ZoneInfo(p.tz)
@@ -75,6 +77,7 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
         step("hosts", i, len(hosts))
         _write_host(o, p, h, plans[h.name], sel_lines.get(h.name, []), tl, zone, seed)
     _write_jobs(o, p, cluster, tl, zone, seed, step)
+    hang_truth = _write_dumps(o, tl, seed, flight_recorder) if flight_recorder else None
     o.write("slurm/sacct.txt", sacct_lines(tl, others, zone), "sacct")
     o.write("slurm/slurmctld.log", slurmctld_lines(tl, others, zone, reboots, seed),
             "slurmctld")
@@ -82,9 +85,27 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
         o.write("hosts.csv", _hosts_csv(cluster), "hosts")
     o.close()
     ett = _write_truth(out, p, seed, cluster, tl, o)
+    if hang_truth is not None:
+        with (out / "truth" / "hangs.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=["job_id", "interruption", "verdict",
+                                              "culprit_rank", "culprit_host", "culprit_gpu"])
+            w.writeheader()
+            w.writerows(hang_truth)
     return SimResult(out, o.n_files, o.total_lines, o.total_bytes, len(tl.incidents),
                      sum(i.planned for i in tl.incidents), time.perf_counter() - t_start,
                      ett)
+
+
+def _write_dumps(o: CorpusOutput, tl: Timeline, seed: int, limit: int) -> list[dict]:
+    """The dumps, counted as files of one line each (the reader counts a dump so)."""
+    paths, truth = flightrec.write_dumps(o.corpus, tl.attempts, seed, limit)
+    for rel in paths:
+        size = (o.corpus / rel).stat().st_size
+        o.written[rel] = FileTruth(rel, "flight_recorder", 1, size, False)
+        o.n_files += 1
+        o.total_lines += 1
+        o.total_bytes += size
+    return truth
 
 
 # --- planning per host ------------------------------------------------------------------

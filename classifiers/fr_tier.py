@@ -1,0 +1,136 @@
+"""The Flight Recorder tier: a ``collective_hangs`` verdict as root-cause evidence.
+
+When only NCCL watchdog timeouts explain a stop, the straggler guess
+(:func:`faultline.classifiers.culprits.straggler`) reads which ranks never reported a
+timeout. A Flight Recorder verdict is better evidence of the same thing, so it ranks
+above that guess (and below every signal that names a component itself):
+
+- ``never_entered`` / ``mismatch``: the culprit rank never issued the collective, or
+  issued another one: the CPU side, a stuck or diverged process. With nothing
+  hardware-specific on the culprit's host in the window this is a **Software Bug**
+  (PyTorch's own account of Meta's fleet: most watchdog timeouts are CPU side); with
+  such a signal there it stays an NCCL Watchdog Timeout with the culprit named.
+- ``not_completed``: the culprit entered and never finished (GPU, NVLink or network
+  side): NCCL Watchdog Timeouts, with the culprit rank's host and GPU.
+- ``incomplete_dumps`` names no culprit and changes nothing.
+
+When a hardware signal already decided the root, the verdict corroborates it (same
+host) or contradicts it (another host), and the confidence moves accordingly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from faultline.classifiers import signals
+from faultline.classifiers.culprits import is_hardware
+
+# verdict -> (rule id, component when the tier decides, signal family, confidence); data
+RULES: dict[str, tuple[str, str, str, float]] = {
+    "mismatch": ("fr.mismatch", "Software Bug", "Flight Recorder mismatch", 0.85),
+    "never_entered": ("fr.never_entered", "Software Bug", "Flight Recorder CPU-side hang",
+                      0.8),
+    "not_completed": ("fr.not_completed", "NCCL Watchdog Timeouts",
+                      "Flight Recorder GPU/network-side hang", 0.75),
+}
+_PRIORITY = {"mismatch": 0, "never_entered": 1, "not_completed": 2}
+# the rule ids of the watchdog-only decisions this tier replaces
+WATCHDOG_RULES = ("nccl.watchdog_straggler", "nccl.watchdog_only")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The hang that speaks for a job: its first culprit-naming row."""
+
+    verdict: str
+    culprit_ranks: list[int]
+    culprit_host: str | None
+    culprit_gpu: int | None
+    words: str
+    event_id: str | None  # the culprit's dump event
+    ts_us: int | None = None  # its time (the last entry the dump recorded)
+
+
+# a dump is written at the collective timeout: within this of the attempt's end
+DUMP_AFTER_FAIL_S = 1800
+
+
+def for_attempt(hangs: dict[str, Verdict], job_id: str, started_us: int, failed_us: int
+                ) -> Verdict | None:
+    """The job's verdict when its dumps belong to this attempt: a requeued job keeps its
+    id, so a dump recorded outside the attempt's run time speaks for another attempt."""
+    v = hangs.get(job_id)
+    if v is None or v.ts_us is None:
+        return v
+    return v if started_us <= v.ts_us <= failed_us + DUMP_AFTER_FAIL_S * 1_000_000 else None
+
+
+def load(con: duckdb.DuckDBPyConnection) -> dict[str, Verdict]:
+    """job_id -> the verdict that names its culprit (mismatch, never_entered, then
+    not_completed; collectives before p2p)."""
+    rows = con.execute("""
+        SELECT h.job_id, h.verdict, h.culprit_ranks, h.culprit_host, h.culprit_gpu,
+               h.pg_id, h.pg_name, h.pg_desc, h.op, h.collective_seq_id, h.is_p2p,
+               (SELECT min(e.event_id) FROM events e WHERE e.path = h.evidence_path
+                  AND e.kind = 'flight_recorder_dump') AS event_id,
+               (SELECT max(epoch_us(e.ts)) FROM events e WHERE e.path = h.evidence_path
+                  AND e.kind = 'flight_recorder_dump') AS ts_us
+        FROM collective_hangs h WHERE len(h.culprit_ranks) > 0
+        ORDER BY h.job_id, h.is_p2p, h.pg_name""").fetchall()
+    best: dict[str, tuple[tuple, Verdict]] = {}
+    for (job, verdict, ranks, host, gpu, pg_id, pg_name, desc, op, seq, is_p2p,
+         eid, ts_us) in rows:
+        if verdict not in _PRIORITY:
+            continue
+        key = (_PRIORITY[verdict], is_p2p, pg_name)
+        v = Verdict(verdict, list(ranks), host, gpu,
+                    words(verdict, pg_id if pg_id is not None else pg_name, desc, op, seq,
+                          list(ranks), host, gpu), eid, ts_us)
+        if job not in best or key < best[job][0]:
+            best[job] = (key, v)
+    return {job: v for job, (_k, v) in best.items()}
+
+
+def words(verdict: str, pg: object, desc: str, op: str | None, seq: int,
+          ranks: list[int], host: str | None, gpu: int | None) -> str:
+    """``PG 74 EXPERT_MODEL_PARALLEL_GROUP all_to_all #20536: ranks 12 never entered;
+    rank 12 = node0013 GPU 4``."""
+    what = {"never_entered": "never entered", "not_completed": "entered but never completed",
+            "mismatch": "disagree on op, sizes or dtypes"}[verdict]
+    text = f"PG {pg} {desc} {op or '?'} #{seq}: ranks {', '.join(map(str, ranks))} {what}"
+    if host:
+        text += f"; rank {ranks[0]} = {host}" + (f" GPU {gpu}" if gpu is not None else "")
+    return text
+
+
+def apply(d: Any, v: Verdict | None, cands: Iterable[Any]) -> None:
+    """Let the verdict decide a watchdog-only ``Decision`` ``d``, or corroborate /
+    contradict the root another signal chose (``d`` is changed in place)."""
+    if v is None:
+        return
+    rule_id, component, family, conf = RULES[v.verdict]
+    if d.rule_id in WATCHDOG_RULES:
+        hardware_there = any(_hardware(c) and c.host == v.culprit_host for c in cands)
+        if component == "Software Bug" and hardware_there:
+            component = "NCCL Watchdog Timeouts"
+        d.component, d.family, d.rule_id, d.confidence = component, family, rule_id, conf
+        d.culprit_host, d.culprit_gpu = v.culprit_host, v.culprit_gpu
+        d.surfaced_host, d.surfaced_gpu = v.culprit_host, v.culprit_gpu
+        if v.event_id:
+            d.evidence[v.event_id] = "root"
+        return
+    if not is_hardware(d.component) or v.culprit_host is None:
+        return
+    agrees = d.culprit_host == v.culprit_host
+    if v.event_id:
+        d.evidence.setdefault(v.event_id, "corroborating" if agrees else "contradicting")
+    d.confidence = min(1.0, d.confidence + 0.05) if agrees else d.confidence * 0.8
+
+
+def _hardware(c: Any) -> bool:
+    rule = signals.rule_for(c.kind, c.message, c.xid, None)
+    return rule is not None and rule.tier <= signals.HOST
