@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-import polars as pl
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where a type is first asked for: start-up stays light
+    import polars as pl
+    import pyarrow as pa
 
 
 class LogicalType(StrEnum):
@@ -32,24 +34,43 @@ class LogicalType(StrEnum):
 
 @dataclass(frozen=True)
 class EngineTypes:
-    """How one logical type is spelled in each engine."""
+    """How one logical type is spelled in each engine.
+
+    The Arrow and polars types are named (factory and arguments) and built on first
+    access, so that importing the schema (every command does) imports neither pyarrow
+    nor polars: ``faultline --help``, ``report`` and ``explain`` need neither.
+    """
 
     duckdb: str
-    arrow: pa.DataType
-    polars: pl.DataType
+    arrow_factory: tuple[str, ...]  # pyarrow function name, then its arguments
+    polars_factory: tuple[str, ...]  # polars class name, then its arguments
     python: type
+
+    @property
+    def arrow(self) -> pa.DataType:
+        import pyarrow as pa
+
+        name, *args = self.arrow_factory
+        return getattr(pa, name)(*args)
+
+    @property
+    def polars(self) -> pl.DataType:
+        import polars as pl
+
+        name, *args = self.polars_factory
+        return getattr(pl, name)(*args)
 
 
 ENGINE_TYPES: dict[LogicalType, EngineTypes] = {
-    LogicalType.STRING: EngineTypes("VARCHAR", pa.string(), pl.String(), str),
-    LogicalType.INT32: EngineTypes("INTEGER", pa.int32(), pl.Int32(), int),
-    LogicalType.INT64: EngineTypes("BIGINT", pa.int64(), pl.Int64(), int),
-    LogicalType.FLOAT64: EngineTypes("DOUBLE", pa.float64(), pl.Float64(), float),
-    LogicalType.BOOL: EngineTypes("BOOLEAN", pa.bool_(), pl.Boolean(), bool),
+    LogicalType.STRING: EngineTypes("VARCHAR", ("string",), ("String",), str),
+    LogicalType.INT32: EngineTypes("INTEGER", ("int32",), ("Int32",), int),
+    LogicalType.INT64: EngineTypes("BIGINT", ("int64",), ("Int64",), int),
+    LogicalType.FLOAT64: EngineTypes("DOUBLE", ("float64",), ("Float64",), float),
+    LogicalType.BOOL: EngineTypes("BOOLEAN", ("bool_",), ("Boolean",), bool),
     # Python side: epoch microseconds (see module docstring).
     LogicalType.TIMESTAMP: EngineTypes(
-        "TIMESTAMPTZ", pa.timestamp("us", tz="UTC"), pl.Datetime("us", "UTC"), int
+        "TIMESTAMPTZ", ("timestamp", "us", "UTC"), ("Datetime", "us", "UTC"), int
     ),
     # JSON objects are stored as text in Arrow/Parquet and typed JSON in DuckDB.
-    LogicalType.JSON: EngineTypes("JSON", pa.string(), pl.String(), str),
+    LogicalType.JSON: EngineTypes("JSON", ("string",), ("String",), str),
 }
