@@ -206,7 +206,7 @@ def ingest(
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
     workers: Annotated[int | None, typer.Option(
         min=1, metavar="N", help="Worker processes (Beam multi-process mode when > 1; "
-        "default: 1 below about 80 MB to read, every core above).")] = None,
+        "default: 1 below about 200 MB to read, every core above).")] = None,
     beam_opt: Annotated[list[str] | None, typer.Option(
         "--beam-opt", metavar="KEY=VALUE",
         help="Passed to Beam's PipelineOptions (repeatable).")]
