@@ -149,3 +149,27 @@ def test_classifying_needs_no_scikit_learn_and_no_fit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["Faulty", "GPU", "Software", "Bug", "False", "False"], out
+
+
+def test_ingest_with_stale_weights_stops_with_a_clear_error(tmp_path, repo_root,
+                                                            monkeypatch):
+    """Training data changed, weights not rebuilt: ingest exits 2 with one line that
+    says how to rebuild, and leaves no database behind."""
+    from typer.testing import CliRunner
+
+    from faultline.cli import app
+
+    extra = training.Example("gpu fell off the bus again", "Faulty GPU", "new", "drain_reason")
+    real = training.shipped_examples
+    monkeypatch.setattr(training, "shipped_examples", lambda task: [*real(task), extra])
+    monkeypatch.setattr(text, "_CACHE", {})  # nothing loaded by earlier tests
+    text.model_id.cache_clear()
+    try:
+        db = tmp_path / "x.duckdb"
+        result = CliRunner().invoke(app, ["ingest", str(repo_root / "fixtures/sample/corpus"),
+                                          "--db", str(db)])
+    finally:
+        text.model_id.cache_clear()
+    assert result.exit_code == 2, result.output
+    assert "build_weights" in result.output and "Traceback" not in result.output
+    assert not db.exists()
