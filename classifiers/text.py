@@ -81,17 +81,20 @@ most. So ``tfidf-lr`` is the default (:data:`DEFAULT_KIND`) for both tasks; it i
 the faster one. The spaCy and ensemble models stay available (``kind=...``) so the
 comparison can be re-run, and they are tested.
 
-Storage: retrain at first use
------------------------------
-No model is ever pickled. Models are trained from the fixtures the first time a process
-asks for them and cached for the process's life (:func:`load`). Measured on a 2-core
-machine: reasons ``tfidf-lr`` 2.3-2.5 s (the temperature needs three extra fits on
-family folds), tracebacks ``tfidf-lr`` 0.5 s, ``spacy-textcat`` 1.5 s / 0.4 s, plus about
-1 s to import scikit-learn. That is fast enough that storing weights would add a build step,
-several MB of arrays in git and a staleness check, for no gain. Training is
-deterministic (fixed seeds, seeded shuffles, deterministic solvers), and a test checks
-that two trainings predict identically. After loading, 1000 reasons classify in ~0.12 s,
-1000 full tracebacks (1.6 kB each on average) in ~0.5-0.65 s.
+Storage: shipped weights, no fit at run time
+--------------------------------------------
+The ``tfidf-lr`` models are fitted once, at build time, by ``python -m
+faultline.classifiers.build_weights`` and shipped as plain arrays (vocabulary, idf,
+coefficients, intercepts, classes, inverse temperature) in ``classifiers/weights/``,
+read with ``np.load(allow_pickle=False)``: no pickle, no scikit-learn at run time
+(:mod:`faultline.classifiers.weights`). Loading them takes about 0.13 s (both tasks);
+fitting took 3-4 s plus 1 s for importing scikit-learn. The weights record the hash of
+the training data they were fitted on; :func:`load` refuses them
+(:class:`~faultline.classifiers.weights.WeightsMismatch`) when ``fixtures/text/`` or the
+model settings changed since. A rebuild gives the same bytes, and the loaded model's
+probabilities equal the fitted model's (``tests/test_text_weights.py``). The spaCy and
+ensemble kinds are still trained at first use (they are for comparison only). After
+loading, 1000 reasons classify in ~0.15 s.
 
 Confidence
 ----------
@@ -118,7 +121,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from faultline.classifiers import training
+from faultline.classifiers import training, weights
 
 TASKS = ("reason", "traceback")
 DEFAULT_KIND = "tfidf-lr"
@@ -214,19 +217,40 @@ def train(task: str, kind: str = DEFAULT_KIND) -> TextClassifier:
                           training.evidence_vocabulary(examples), seconds)
 
 
-def _model_id(task: str, kind: str, examples: Sequence[training.Example]) -> str:
-    """Task, kind and a hash of everything the fitted model depends on: its training
-    data, its settings and the library versions that fit it."""
+def shipped(task: str) -> TextClassifier:
+    """The :data:`DEFAULT_KIND` model read from the shipped weights (no fit, no
+    scikit-learn); :class:`~faultline.classifiers.weights.WeightsMismatch` if they were
+    built from other training data than ``fixtures/text/`` holds now."""
+    examples = _examples(task)
+    t0 = time.perf_counter()
+    model = weights.load(task, examples=examples)
+    seconds = time.perf_counter() - t0
+    return TextClassifier(task, DEFAULT_KIND, model,
+                          _model_id(task, DEFAULT_KIND, examples, model.meta["versions"]),
+                          training.evidence_vocabulary(examples), seconds)
+
+
+def _versions() -> dict[str, str]:
+    return {name: version(name) for name in ("scikit-learn", "spacy")}
+
+
+def _model_id(task: str, kind: str, examples: Sequence[training.Example],
+              versions: dict[str, str] | None = None) -> str:
+    """Task, kind and a hash of everything the model depends on: its training data, its
+    settings and the library versions that fit it (installed ones for a fit now, the
+    recorded ones for shipped weights, so both give the same id when they agree)."""
+    v = versions or _versions()
     digest = training.data_hash(examples, *training.model_settings(kind, task),
-                                version("scikit-learn"), version("spacy"))
+                                v["scikit-learn"], v["spacy"])
     return f"text.{task}.{kind}@{digest}"
 
 
 @functools.cache
 def model_id(task: str, kind: str = DEFAULT_KIND) -> str:
-    """The id :func:`train` gives its model, without training it (tens of ms): what
+    """The id :func:`load` gives its model, without loading it (tens of ms): what
     lets stored predictions stand in for the model (``text_predictions``)."""
-    return _model_id(task, kind, _examples(task))
+    recorded = weights.read_meta(task)["versions"] if kind == DEFAULT_KIND else None
+    return _model_id(task, kind, _examples(task), recorded)
 
 
 _CACHE: dict[tuple[str, str], TextClassifier] = {}
@@ -234,19 +258,23 @@ _LOCK = threading.Lock()
 
 
 def load(task: str, kind: str = DEFAULT_KIND) -> TextClassifier:
-    """The process-wide classifier for ``task``, trained on first use."""
+    """The process-wide classifier for ``task``: the shipped weights for
+    :data:`DEFAULT_KIND`, a model trained on first use for the other kinds."""
+    if kind not in training.MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; expected one of "
+                         f"{training.MODEL_KINDS}")
     key = (task, kind)
     got = _CACHE.get(key)
     if got is None:
-        with _LOCK:  # one training per process even when threads race for it
+        with _LOCK:  # one load per process even when threads race for it
             got = _CACHE.get(key)
             if got is None:
-                got = _CACHE[key] = train(task, kind)
+                got = _CACHE[key] = shipped(task) if kind == DEFAULT_KIND else train(task, kind)
     return got
 
 
 def warm_up(kind: str = DEFAULT_KIND) -> dict[str, float]:
-    """Train both tasks now (e.g. before forking workers); returns training seconds."""
+    """Load (or train) both tasks now (e.g. before forking workers); returns seconds."""
     return {task: load(task, kind).train_seconds for task in TASKS}
 
 

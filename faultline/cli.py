@@ -204,8 +204,9 @@ def ingest(
         "database and kept across later ingests (see faultline overrides).",
         dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
-    workers: Annotated[int, typer.Option(min=1, metavar="N", help="Worker processes "
-                                         "(Beam multi-process mode when > 1).")] = 1,
+    workers: Annotated[int | None, typer.Option(
+        min=1, metavar="N", help="Worker processes (Beam multi-process mode when > 1; "
+        "default: 1 below about 200 MB to read, every core above).")] = None,
     beam_opt: Annotated[list[str] | None, typer.Option(
         "--beam-opt", metavar="KEY=VALUE",
         help="Passed to Beam's PipelineOptions (repeatable).")]
@@ -362,6 +363,7 @@ def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, in
 def _ingest(corpus: list[Path], db: Path, **kw) -> None:
     """Ingest with one progress bar per phase and print the summary line."""
     try:
+        from faultline.classifiers.weights import WeightsError
         from faultline.pipeline.run import IngestError
         from faultline.pipeline.run import ingest as run_ingest
 
@@ -371,7 +373,9 @@ def _ingest(corpus: list[Path], db: Path, **kw) -> None:
             finish()
     except KeyboardInterrupt:
         raise _interrupted("ingest") from None
-    except (IngestError, ZoneInfoNotFoundError, ValueError) as exc:
+    except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
+        # WeightsError: the shipped text-model weights are missing or stale (unreadable
+        # input of faultline's own); nothing is written, the message says how to rebuild
         err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
     typer.echo(summary.line())

@@ -2,8 +2,9 @@
 
     discover files -> paths list -> Beam: ParseCorpus -> Parquet shards -> DuckDB
 
-Runs on the local DirectRunner by default (in-process; ``--workers N`` for Beam's
-multi-process mode) and on any other runner through ``--runner`` / ``--beam-opt``,
+Runs on the local DirectRunner by default (in-process for a small corpus, Beam's
+multi-process mode on every core for a large one: :mod:`faultline.pipeline.workers`;
+``--workers N`` to choose) and on any other runner through ``--runner`` / ``--beam-opt``,
 which pass through to Beam's PipelineOptions untouched. The default never tries
 Beam's Prism runner, which recent releases download from the internet at run time.
 """
@@ -39,6 +40,7 @@ from faultline.pipeline.staging import Staging
 from faultline.pipeline.text import decode
 from faultline.pipeline.transforms import ParseCorpus, read_bytes
 from faultline.pipeline.tzevidence import decide_zone
+from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
 
 # A host whose job logs start this much earlier or later than the other hosts' (median
@@ -264,7 +266,8 @@ class NothingRecognized(IngestError):
 
 def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
            run: str | None = None, overrides: Path | None = None,
-           runner: str = "DirectRunner", workers: int = 1, beam_opts: list[str] | None = None,
+           runner: str = "DirectRunner", workers: int | None = None,
+           beam_opts: list[str] | None = None,
            shards: str | None = None, batch_size: int = 256,
            progress: Callable[[int, int], None] | None = None,
            rules: tuple[str, ...] = (),
@@ -338,8 +341,9 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             phases["discover"] = time.perf_counter() - t0
             phase("parse")
             if todo:
-                _parse(todo, staging, settings, runner, workers, beam_opts or [],
-                       batch_size, progress)
+                _parse(todo, staging, settings, runner,
+                       resolve_workers(workers, runner, todo),
+                       beam_opts or [], batch_size, progress)
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))

@@ -17,12 +17,14 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import polars as pl
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.types import ENGINE_TYPES, LogicalType
+
+if TYPE_CHECKING:  # pyarrow / polars are imported where a schema is built, not here
+    import polars as pl
+    import pyarrow as pa
 
 S, I32, I64, F64, B, TS, J, IL = (
     LogicalType.STRING,
@@ -55,6 +57,8 @@ class Column:
 
     @property
     def arrow_field(self) -> pa.Field:
+        import pyarrow as pa
+
         return pa.field(self.name, ENGINE_TYPES[self.type].arrow, nullable=self.nullable)
 
     @property
@@ -99,6 +103,8 @@ class Table:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
         return pa.schema([c.arrow_field for c in self.columns])
 
     @cached_property

@@ -1,0 +1,76 @@
+"""How many worker processes an ingest uses when ``--workers`` is not given.
+
+Beam's multi-process mode costs a fixed start-up (worker processes, the gRPC harness:
+about 2-3 s on the 2-core CI machine) and then parses on every core. Below a certain
+amount of data the start-up costs more than the second core saves, so a small corpus
+is parsed in-process with one worker and a large one on every core. Both ways run the
+same pipeline code and write the same tables
+(``tests/test_hostile_corpus.py::test_two_workers_give_the_tables_of_one``).
+
+Measured with ``python bench/workers.py`` on the ``small`` preset stretched 1-16 times
+(bench/RESULTS.md, "Default workers"): one worker wins at 50 MB; two won at 200 MB
+(7.9 s against 9.2 s) while the machine's other load was about one core. With other
+jobs keeping both cores busy (load average 3-4), two workers lost at every size up to
+810 MB (by 3-15%): a second process only pays with a free core. The threshold is the
+smallest size at which two workers were measured to win.
+
+The size is the bytes the run must read, gzip files counted :data:`GZ_FACTOR` times
+(their text is several times their size: 6.6 times on the simulator's job logs). The
+sum stops at the threshold, so a large corpus is not stat-ed to the end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+LOCAL_RUNNERS = ("DirectRunner", "direct", "FnApiRunner")  # where --workers means processes
+PARALLEL_BYTES = 200_000_000  # measured, bench/workers.py (see module doc)
+GZ_FACTOR = 6
+
+
+def cpus() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def corpus_weight(paths: Iterable[str | list[str]], limit: float = float("inf")) -> int:
+    """Bytes to read (``.gz`` counted :data:`GZ_FACTOR` times), summed up to ``limit``.
+
+    Entries that are ``[path, reason]`` (files recorded but not read) weigh nothing; a
+    file that vanished since discovery weighs nothing either.
+    """
+    total = 0
+    for p in paths:
+        if not isinstance(p, str):
+            continue
+        try:
+            size = os.path.getsize(p)  # noqa: PTH202 (a str path per file: no Path objects)
+        except OSError:
+            continue
+        total += size * (GZ_FACTOR if p.endswith(".gz") else 1)
+        if total >= limit:
+            break
+    return total
+
+
+def default_workers(paths: Iterable[str | list[str]], threshold: int | None = None,
+                    cores: int | None = None) -> int:
+    """1 below ``threshold`` (default :data:`PARALLEL_BYTES`) bytes to read, every core
+    at or above it."""
+    threshold = PARALLEL_BYTES if threshold is None else threshold
+    cores = cpus() if cores is None else cores
+    if cores <= 1:
+        return 1
+    return cores if corpus_weight(paths, limit=threshold) >= threshold else 1
+
+
+def resolve(workers: int | None, runner: str, paths: Iterable[str | list[str]]) -> int:
+    """``workers`` if given; else :func:`default_workers` on a local runner, and 1 on a
+    remote one (Dataflow, Flink, Spark size themselves through ``--beam-opt``)."""
+    if workers is not None:
+        return workers
+    return default_workers(paths) if runner in LOCAL_RUNNERS else 1

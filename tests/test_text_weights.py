@@ -1,0 +1,175 @@
+"""Shipped text-model weights: reproducible, equal to the fitted model, refused when stale.
+
+See :mod:`faultline.classifiers.weights`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from faultline.classifiers import build_weights, text, training, weights
+
+TASKS = ("reason", "traceback")
+
+# Unseen texts of every shape the models meet: new wording, garbage, prose, long text.
+UNSEEN = ["GPU 6 dropped off the PCIe bus (Xid 79) twice this week, RMA opened",
+          "node lost power feed B, PSU2 AC lost in SEL", "", "   ", "!!!!????", "0",
+          "the quick brown fox jumps over the lazy dog", "ñØ€𝄞 ☃", "x" * 20_000,
+          "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+          "RuntimeError: CUDA error: an illegal memory access was encountered",
+          "botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL",
+          "[rank3]: torch.distributed.DistBackendError: NCCL error in: ..."]
+
+
+@pytest.fixture(scope="module")
+def fitted() -> dict[str, training.TfidfModel]:
+    """The models as build_weights fits them (one fit per task for the whole module)."""
+    return {task: training.fit_tfidf(training.shipped_examples(task), task)
+            for task in TASKS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS)
+def test_rebuild_gives_the_committed_bytes(task, fitted):
+    examples = training.shipped_examples(task)
+    rebuilt = weights.export(fitted[task], task, weights.training_hash(task, examples),
+                             build_weights.versions())
+    assert rebuilt == weights.weights_path(task).read_bytes(), (
+        "classifiers/weights/ is stale: run python -m faultline.classifiers.build_weights")
+    assert build_weights.build(task) == rebuilt  # a second fit: same bytes again
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS)
+def test_loaded_model_predicts_what_the_fitted_one_does(task, fitted):
+    loaded = weights.load(task)
+    assert loaded.classes == fitted[task].classes
+    texts = [ex.text for ex in training.shipped_examples(task)] + UNSEEN
+    prepared = [training.prepare(t) for t in texts]
+    np.testing.assert_array_equal(loaded.predict_prepared(prepared),
+                                  fitted[task].predict_prepared(prepared))
+    # and through the public API: same labels, confidences and model id as a fresh fit
+    fresh = text.TextClassifier(task, text.DEFAULT_KIND, fitted[task],
+                                text.load(task).model_id, text.load(task).vocabulary, 0.0)
+    assert text.load(task).predict(texts) == fresh.predict(texts)
+    assert text.train(task).model_id == text.load(task).model_id
+
+
+def test_load_refuses_weights_of_other_training_data(tmp_path):
+    shutil.copy(weights.weights_path("reason"), weights.weights_path("reason", tmp_path))
+    examples = training.shipped_examples("reason")
+    assert weights.load("reason", tmp_path, examples).classes  # unchanged data: fine
+    changed = [*examples[:-1], training.Example("psu fan failed", "Power Supply",
+                                                "test", "drain_reason")]
+    with pytest.raises(weights.WeightsMismatch,
+                       match=r"built from training data [0-9a-f]{12}, but the data shipped "
+                             r"now hashes to [0-9a-f]{12}.*build_weights"):
+        weights.load("reason", tmp_path, changed)
+    relabeled = [training.Example(examples[0].text, "SSD", examples[0].family,
+                                  examples[0].kind), *examples[1:]]
+    with pytest.raises(weights.WeightsMismatch):
+        weights.load("reason", tmp_path, relabeled)
+
+
+def test_text_load_refuses_stale_weights(monkeypatch):
+    """The run-time path: new training data without rebuilt weights is an error."""
+    extra = training.Example("gpu fell off the bus again", "Faulty GPU", "new", "drain_reason")
+    real = training.shipped_examples
+    monkeypatch.setattr(training, "shipped_examples",
+                        lambda task: [*real(task), extra])
+    with pytest.raises(weights.WeightsMismatch, match=r"reason\.tfidf-lr\.npz"):
+        text.shipped("reason")
+
+
+def _rewrite(src, dst, change):
+    """Copy a weights zip, passing each member's bytes through ``change(name, data)``."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info, change(info.filename, zin.read(info.filename)))
+
+
+def test_tampered_hash_and_pickled_members_are_refused(tmp_path):
+    src = weights.weights_path("traceback")
+    dst = weights.weights_path("traceback", tmp_path)
+
+    def forge_hash(name, data):
+        if name != "meta.npy":
+            return data
+        meta = json.loads(str(np.load(io.BytesIO(data))[()]))
+        meta["training_hash"] = "0" * 12
+        buf = io.BytesIO()
+        np.save(buf, np.array(json.dumps(meta)))
+        return buf.getvalue()
+
+    _rewrite(src, dst, forge_hash)
+    with pytest.raises(weights.WeightsMismatch, match="000000000000"):
+        weights.load("traceback", tmp_path)
+
+    def pickle_coef(name, data):
+        if name != "coef.npy":
+            return data
+        buf = io.BytesIO()
+        np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        return buf.getvalue()
+
+    _rewrite(src, dst, pickle_coef)
+    with pytest.raises(weights.WeightsError, match="unreadable"):
+        weights.load("traceback", tmp_path)
+    dst.write_bytes(b"not a zip")
+    with pytest.raises(weights.WeightsError):
+        weights.load("traceback", tmp_path)
+    dst.unlink()
+    with pytest.raises(weights.WeightsError, match=r"missing.*build_weights"):
+        weights.load("traceback", tmp_path)
+
+
+def test_shipped_files_hold_no_object_arrays():
+    for task in TASKS:
+        with np.load(weights.weights_path(task), allow_pickle=False) as npz:
+            for name in npz.files:
+                assert not npz[name].dtype.hasobject, (task, name)
+            meta = json.loads(str(npz["meta"][()]))
+        assert meta["training_hash"] == weights.training_hash(task)
+        assert meta["kind"] == "tfidf-lr" and meta["task"] == task
+
+
+def test_classifying_needs_no_scikit_learn_and_no_fit():
+    code = ("import sys\nfrom faultline.classifiers import text\n"
+            "p = text.classify_reasons(['xid 79 gpu3 fell off bus'])[0]\n"
+            "t = text.classify_tracebacks(['RuntimeError: CUDA error: out of memory'])[0]\n"
+            "print(p.label, t.label, 'sklearn' in sys.modules, 'spacy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["Faulty", "GPU", "Software", "Bug", "False", "False"], out
+
+
+def test_ingest_with_stale_weights_stops_with_a_clear_error(tmp_path, repo_root,
+                                                            monkeypatch):
+    """Training data changed, weights not rebuilt: ingest exits 2 with one line that
+    says how to rebuild, and leaves no database behind."""
+    from typer.testing import CliRunner
+
+    from faultline.cli import app
+
+    extra = training.Example("gpu fell off the bus again", "Faulty GPU", "new", "drain_reason")
+    real = training.shipped_examples
+    monkeypatch.setattr(training, "shipped_examples", lambda task: [*real(task), extra])
+    monkeypatch.setattr(text, "_CACHE", {})  # nothing loaded by earlier tests
+    text.model_id.cache_clear()
+    try:
+        db = tmp_path / "x.duckdb"
+        result = CliRunner().invoke(app, ["ingest", str(repo_root / "fixtures/sample/corpus"),
+                                          "--db", str(db)])
+    finally:
+        text.model_id.cache_clear()
+    assert result.exit_code == 2, result.output
+    assert "build_weights" in result.output and "Traceback" not in result.output
+    assert not db.exists()
