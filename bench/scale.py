@@ -62,11 +62,9 @@ def generate(preset: str, k: int, workdir: Path) -> Path:
 
 
 def _phases(summary: str) -> dict[str, float]:
-    inner = re.search(r"\(discover .*\)$", summary)
-    if not inner:
-        return {}
-    return {k: float(v) for k, v in (part.rsplit(" ", 2)[:2] for part in
-                                     inner[0][1:-1].split(", "))}
+    """The phase times of an ingest summary line (the zone note may follow them)."""
+    return {k: float(v) for k, v in re.findall(
+        r"\b(discover|parse|load|root causes) (\d+(?:\.\d+)?) s\b", summary)}
 
 
 def _ingest(roots: list[Path], db: Path, workers: int) -> dict:
