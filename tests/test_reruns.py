@@ -140,6 +140,14 @@ from faultline.cli import main
 sys.argv = ["faultline", *sys.argv[1:]]
 main()
 """
+HOLD_IN_LOAD = """
+import time
+_load = run.load_shards
+def _slow_load(*args, **kwargs):
+    time.sleep(10)
+    return _load(*args, **kwargs)
+run.load_shards = _slow_load
+"""
 KILL_AFTER = {"loading": "after(run, 'load_shards')",
               "classifying": "after(interruptions, 'rebuild')"}
 
@@ -223,7 +231,10 @@ def test_a_second_ingest_waits_for_nothing_and_fails_clearly(full, tmp_path):
     corpus, clean, _, _ = full
     db = tmp_path / "race.duckdb"
     staging = db.with_name(db.name + ".staging")
-    first = _start(corpus, db)
+    # The first holds the lock for 10 s in its load step, so the second surely starts
+    # while it runs (an ingest of the sample alone can finish before a second process
+    # has imported faultline).
+    first = _start(corpus, db, HOLD_IN_LOAD)
     _wait_for(staging.exists, first)
     second = subprocess.run([sys.executable, "-m", "faultline", "ingest", str(corpus),
                              "--db", str(db)], capture_output=True, text=True, timeout=120)
