@@ -455,12 +455,7 @@ def report(
         con.close()
     if project is not None:
         return
-    if format is OutputFormat.table:
-        rep.render_table(data, Console())
-    else:
-        render = {OutputFormat.markdown: rep.render_markdown, OutputFormat.csv:
-                  rep.render_csv, OutputFormat.json: rep.render_json}[format]
-        typer.echo(render(data), nl=False)
+    _render(rep, data, format)
 
 
 def _report_projection(con: Any, gpus: int, run: str | None, format: OutputFormat) -> None:
@@ -472,12 +467,16 @@ def _report_projection(con: Any, gpus: int, run: str | None, format: OutputForma
     except pj.ProjectionError as exc:
         err.print(f"[bold red]faultline report:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
+    _render(pj, data, format)
+
+
+def _render(module: Any, data: dict[str, Any], format: OutputFormat) -> None:
+    """Print ``data`` with ``module``'s renderer for ``format`` (report and projection
+    have the same four: render_table, render_markdown, render_csv, render_json)."""
     if format is OutputFormat.table:
-        pj.render_table(data, Console())
+        module.render_table(data, Console())
     else:
-        render = {OutputFormat.markdown: pj.render_markdown, OutputFormat.csv:
-                  pj.render_csv, OutputFormat.json: pj.render_json}[format]
-        typer.echo(render(data), nl=False)
+        typer.echo(getattr(module, f"render_{format.value}")(data), nl=False)
 
 
 @app.command()

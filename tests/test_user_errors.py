@@ -26,18 +26,24 @@ def node(repo_root):
     return repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
 
 
-@pytest.mark.parametrize("command", [["ingest", "CORPUS"], ["report"], ["explain"],
-                                     ["check"]])
-def test_a_db_that_is_not_duckdb_is_one_line_exit_2(command, node, tmp_path):
-    db = tmp_path / "notes.txt"
-    db.write_text("my notes, not a database\n")
+
+def _one_line_exit_2(command: list[str], node, db, says: str):
+    """Run ``command`` on ``--db db`` through the CLI: exit 2 and one line saying ``says``."""
     argv = [str(node) if a == "CORPUS" else a for a in command] + ["--db", str(db)]
     if command == ["explain"]:
         argv.append("some-id")
     result = runner.invoke(app, argv)
     assert result.exit_code == EXIT_USAGE, result.output
     lines = plain(result.output).strip().splitlines()
-    assert len(lines) == 1 and "not a DuckDB database" in lines[0], result.output
+    assert len(lines) == 1 and says in lines[0], result.output
+    return result
+
+@pytest.mark.parametrize("command", [["ingest", "CORPUS"], ["report"], ["explain"],
+                                     ["check"]])
+def test_a_db_that_is_not_duckdb_is_one_line_exit_2(command, node, tmp_path):
+    db = tmp_path / "notes.txt"
+    db.write_text("my notes, not a database\n")
+    result = _one_line_exit_2(command, node, db, "not a DuckDB database")
     assert "IO Error" not in result.output and "Traceback" not in result.output
     assert db.read_text() == "my notes, not a database\n"  # untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no .lock
@@ -110,13 +116,7 @@ def test_a_duckdb_file_of_someone_else_is_one_line_exit_2(command, node, tmp_pat
     db = tmp_path / "theirs.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE sales AS SELECT 1 AS amount")
-    argv = [str(node) if a == "CORPUS" else a for a in command] + ["--db", str(db)]
-    if command == ["explain"]:
-        argv.append("some-id")
-    result = runner.invoke(app, argv)
-    assert result.exit_code == EXIT_USAGE, result.output
-    lines = plain(result.output).strip().splitlines()
-    assert len(lines) == 1 and "not a faultline database" in lines[0], result.output
+    result = _one_line_exit_2(command, node, db, "not a faultline database")
     assert "Catalog Error" not in result.output
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT table_name FROM information_schema.tables").fetchall() \
