@@ -58,6 +58,12 @@ def test_every_scenario_is_simulated_with_pytorchs_shapes(
     assert sends and all(e.op.startswith(("send ", "recv ")) for e in sends)
     assert {e.collective_seq_id for e in sends} == {0}
     assert len({e.p2p_seq_id for e in sends}) == len(sends)
+    # the dead GPU's hang is written as dump_json writes it; the others as pickles
+    dead = next(t for t in truth if t["scenario"] == "gpu_dead")
+    kinds = {fr.looks_like_dump(p.read_bytes())
+             for p in (corpus / "jobs" / dead["job_id"]).glob("*/nccl_trace_rank_*")}
+    assert kinds == {"json"}
+    assert fr.looks_like_dump(path.read_bytes()) == "pickle"
 
 
 def test_collective_hangs_equal_the_truth(ingested: tuple[Path, list[dict]]) -> None:

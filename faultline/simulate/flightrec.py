@@ -36,12 +36,14 @@ watchdog   anything else                default_pg all_reduce   not_completed, n
 ========== ============================ ======================= =====================
 
 The watchdog-only incidents take the software scenarios in turn (cpu_stall, then the
-three mismatches, then p2p). Nothing here imports :mod:`pickle`: :func:`pickle_bytes`
-writes the opcodes itself.
+three mismatches, then p2p). The dead GPU's dumps are written in the JSON variant
+(``nccl_trace_rank_<r>.json``, :func:`json_bytes`), so a corpus holds both. Nothing
+here imports :mod:`pickle`: :func:`pickle_bytes` writes the opcodes itself.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 from dataclasses import dataclass
@@ -61,6 +63,8 @@ AG, P2P, RS, AR = range(4)
 MISMATCH = {"mismatch_op": ("nccl:broadcast", [[262144]], "Float"),
             "mismatch_sizes": ("nccl:all_reduce", [[131072]], "Float"),
             "mismatch_dtypes": ("nccl:all_reduce", [[262144]], "BFloat16")}
+# the hangs whose dumps are written in the JSON variant (the others: pickle)
+JSON_SCENARIOS = frozenset({"gpu_dead"})
 TRUTH_FIELDS = ["job_id", "interruption", "scenario", "verdict", "pg_name", "pg_desc",
                 "is_p2p", "culprit_ranks", "culprit_host", "culprit_gpu", "component"]
 FRAMES = {"all_reduce": 2_696, "all_gather_into_tensor": 3_730,
@@ -123,6 +127,21 @@ def _emit(v: object, out: bytearray) -> None:
         out += b"u"
     else:
         raise TypeError(f"no pickle of {type(v).__name__} here")
+
+
+def json_bytes(dump: dict) -> bytes:
+    """The same dump as ``dump_json`` writes it (``FlightRecorderDetail.hpp``): no
+    ``frames``, ``pg_status`` values as strings, undiscovered times as 0, no
+    ``entries`` key when there are none."""
+    entries = [{k: (0 if v is None and k.startswith("time_discovered") else v)
+                for k, v in e.items() if k != "frames"} for e in dump["entries"]]
+    out = {"version": dump["version"], "nccl_version": dump["nccl_version"],
+           "pg_config": dump["pg_config"],
+           "pg_status": {g: {k: str(v) for k, v in st.items()}
+                         for g, st in dump["pg_status"].items()}}
+    if entries:
+        out["entries"] = entries
+    return json.dumps(out).encode()
 
 
 def scenario(attempt: Attempt, software_turn: int = 0) -> Hang:
@@ -314,11 +333,14 @@ def write_dumps(corpus: Path, attempts: list[Attempt], seed: int, limit: int
     for a, hang in chosen(attempts, limit):
         inc = a.incident
         assert inc is not None
+        as_json = hang.scenario in JSON_SCENARIOS
         for r in range(a.ranks):
-            rel = f"jobs/{a.job_id}/{a.hosts[r // 8]}/nccl_trace_rank_{r}"
+            rel = f"jobs/{a.job_id}/{a.hosts[r // 8]}/nccl_trace_rank_{r}" + (
+                ".json" if as_json else "")
             path = corpus / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(pickle_bytes(dump_of(a, r, seed, hang)))
+            raw = dump_of(a, r, seed, hang)
+            path.write_bytes(json_bytes(raw) if as_json else pickle_bytes(raw))
             paths.append(rel)
         truth.append(truth_row(a, hang))
     return paths, truth
