@@ -11,6 +11,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from faultline.classifiers import fr_tier
 from faultline.cli import app
 from faultline.pipeline.parsers import flight_recorder as fr
 from faultline.simulate import flightrec
@@ -73,18 +74,32 @@ def test_collective_hangs_equal_the_truth(ingested: tuple[Path, list[dict]]) -> 
 
 
 def check_hangs(con: duckdb.DuckDBPyConnection, truth: list[dict]) -> None:
-    """Each scenario's ``collective_hangs`` row against its truth row."""
+    """Each scenario's ``collective_hangs`` row, and the job's verdict, against its
+    truth row."""
+    verdicts = fr_tier.load(con)
     for t in truth:
         rows = con.execute("""
             SELECT pg_name, pg_desc, is_p2p, verdict, culprit_ranks, culprit_host,
                    culprit_gpu FROM collective_hangs WHERE job_id = ?
             ORDER BY pg_name""", [t["job_id"]]).fetchall()
-        want = (t["pg_name"], t["pg_desc"], t["is_p2p"] == "True", t["verdict"],
-                [int(t["culprit_ranks"])] if t["culprit_ranks"] else [],
-                t["culprit_host"] or None,
-                int(t["culprit_gpu"]) if t["culprit_gpu"] else None)
-        # the hung group is the job's one row: every other group finished its ops
-        assert rows == [want], (t, rows)
+        culprits = [int(t["culprit_ranks"])] if t["culprit_ranks"] else []
+        host = t["culprit_host"] or None
+        gpu = int(t["culprit_gpu"]) if t["culprit_gpu"] else None
+        want = (t["pg_name"], t["pg_desc"], t["is_p2p"] == "True", t["verdict"], culprits,
+                host, gpu)
+        assert want in rows, (t, rows)
+        if t["scenario"] in ("nvlink", "p2p"):
+            # the hang spreads: the stuck ranks never enter the next ops of the other
+            # groups, whose rows say so; the job's verdict is where it began
+            assert len(rows) > 1, rows
+        else:  # every other group finished its ops
+            assert rows == [want], (t, rows)
+        v = verdicts.get(t["job_id"])
+        if culprits:
+            assert v is not None and (v.verdict, v.culprit_ranks, v.culprit_host,
+                                      v.culprit_gpu) == (t["verdict"], culprits, host, gpu), t
+        else:
+            assert v is None, t
     files = con.execute("SELECT count(*), sum(lines), sum(event_lines) FROM files "
                         "WHERE source = 'flight_recorder'").fetchone()
     assert files[0] == files[1] == files[2] == 32 * len(truth)
@@ -150,8 +165,9 @@ def test_explain_says_each_verdict_in_words(ingested: tuple[Path, list[dict]]) -
     with duckdb.connect(str(db), read_only=True) as con:
         found = {t["job_id"]: con.execute("""
             SELECT i.interruption_id, h.collective_seq_id FROM interruptions i
-            JOIN collective_hangs h USING (job_id) WHERE i.job_id = ?""",
-                                          [t["job_id"]]).fetchone() for t in truth}
+            JOIN collective_hangs h USING (job_id)
+            WHERE i.job_id = ? AND h.pg_name = ? AND h.is_p2p = ?""",
+            [t["job_id"], t["pg_name"], t["is_p2p"] == "True"]).fetchone() for t in truth}
     for t in truth:
         iid, seq = found[t["job_id"]]
         shown = CliRunner().invoke(app, ["explain", "--db", str(db), iid])

@@ -128,3 +128,29 @@ def test_a_dump_speaks_only_for_the_attempt_it_was_recorded_in() -> None:
     assert fr_tier.for_attempt(hangs, "9", 6_000_000, 9_000_000) is None  # a later attempt
     assert fr_tier.for_attempt(hangs, "9", 0, 5_000_000 - 3600 * 10**6) is None
     assert fr_tier.for_attempt(hangs, "8", 0, 10**9) is None
+
+
+def hang_row(verdict: str, culprits: list[int], missing: list[int], members: list[int],
+             pg: str, p2p: bool = False) -> tuple:
+    """A collective_hangs row as fr_tier.load reads it."""
+    return ("9", verdict, culprits, missing, members, "node0001", 1, 0, pg, "", "op", 1,
+            p2p, "{}", "{}", None, None)
+
+
+def test_a_hang_that_spread_speaks_where_it_began() -> None:
+    # rank 6 never posted its recv from 22; 22 waits in its send; the TP peers of both
+    # wait in their reduce-scatter; every other rank waits in the all_reduce
+    pp = hang_row("never_entered", [6], [6, 22], [6, 22], "11", p2p=True)
+    tp6 = hang_row("never_entered", [6], list(range(8)), list(range(8)), "1")
+    tp22 = hang_row("never_entered", [22], list(range(16, 24)), list(range(16, 24)), "3")
+    ar = hang_row("never_entered", [*range(8), *range(16, 24)], list(range(32)),
+                  list(range(32)), "0")
+    assert fr_tier.ranked([ar, tp6, tp22, pp]) is pp
+    # rank 9's GPU never ran the TP reduce-scatter: its host never entered the all_reduce
+    tp = hang_row("not_completed", [9], list(range(8, 16)), list(range(8, 16)), "2")
+    ar = hang_row("never_entered", list(range(8, 16)), list(range(32)), list(range(32)),
+                  "0")
+    assert fr_tier.ranked([ar, tp]) is tp
+    # a stall that did not spread: the one row speaks; no culprit, no verdict
+    assert fr_tier.ranked([ar]) is ar
+    assert fr_tier.ranked([hang_row("not_completed", [], [0, 1], [0, 1], "0")]) is None

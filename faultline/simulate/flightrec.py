@@ -59,6 +59,7 @@ TP, PP = "TENSOR_MODEL_PARALLEL_GROUP", "PIPELINE_MODEL_PARALLEL_GROUP"
 # op index within a step: 0 TP all-gather, 1 PP send/recv, 2 TP reduce-scatter,
 # 3 default_pg all_reduce
 AG, P2P, RS, AR = range(4)
+OP_GROUP = (1, 2, 1, 0)  # the group (index in groups_of) of each op of a step
 # (profiling name, input sizes, dtype): what a diverged rank issued instead
 MISMATCH = {"mismatch_op": ("nccl:broadcast", [[262144]], "Float"),
             "mismatch_sizes": ("nccl:all_reduce", [[131072]], "Float"),
@@ -209,16 +210,44 @@ def _state(rank: int, n: int, hang: Hang) -> str | None:
     return "started"
 
 
-def dump_of(attempt: Attempt, rank: int, seed: int, hang: Hang) -> dict:
+def last_step(n: int, hang: Hang) -> list[list[str | None]]:
+    """Every rank's states of the last step's ops (None: not enqueued, nor anything
+    after). The hung op is as :func:`_state` says; after it the ranks that are not
+    stuck go on, op by op: an op of a group with a member stuck earlier is entered and
+    waits (``started``: the hang spreads, as it does), the others complete."""
+    states: list[list[str | None]] = [[None] * len(OP_GROUP) for _ in range(n)]
+    stuck: set[int] = set()
+    for k, gi in enumerate(OP_GROUP):
+        blocked = {groups_of(m, n)[gi][0] for m in stuck}
+        now = set()
+        for r in range(n):
+            if r in stuck:
+                continue
+            if k < hang.op:
+                st: str | None = "completed"
+            elif k == hang.op:
+                st = _state(r, n, hang)
+            else:
+                st = "started" if groups_of(r, n)[gi][0] in blocked else "completed"
+            states[r][k] = st
+            if st != "completed":
+                now.add(r)
+        stuck |= now
+    return states
+
+
+def dump_of(attempt: Attempt, rank: int, seed: int, hang: Hang,
+            last: list[str | None] | None = None) -> dict:
     """One rank's dump for a watchdog-ended attempt: every op of the first steps
-    completed, and the last step up to the hung op (which this rank may never have
-    enqueued); nothing after it."""
+    completed, and the last step as ``last`` (this rank's row of :func:`last_step`)
+    says: up to the op it is stuck in, or the one it never enqueued."""
     inc = attempt.incident
     assert inc is not None
     n = attempt.ranks
     rng = random.Random(f"{seed}:fr:{attempt.job_id}:{attempt.attempt}:{rank}")
     groups = groups_of(rank, n)
     ops = _ops(rank, n, hang)
+    last = last if last is not None else last_step(n, hang)[rank]
     ar_last = 400_000 + inc.index * 997  # the SeqNum the watchdog lines name (jobs.py)
     coll = [ar_last - STEPS, 2 * (ar_last - STEPS), 0]  # per group: last collective seq
     p2p = [0, 0, ar_last - STEPS]  # per group: last p2p seq (p2p only in the PP group)
@@ -228,16 +257,14 @@ def dump_of(attempt: Attempt, rank: int, seed: int, hang: Hang) -> dict:
     entries: list[dict] = []
     for step in range(STEPS):
         for k, (gi, name, sizes, dtype, out_sizes) in enumerate(ops):
-            state = "completed"
-            hung = step == STEPS - 1 and k == hang.op
-            if hung:
-                got = _state(rank, n, hang)
-                if got is None:
-                    break
-                state = got
-                if hang.scenario in MISMATCH and rank == hang.culprit:
-                    name, sizes, dtype = MISMATCH[hang.scenario]
-                    out_sizes = sizes
+            got = last[k] if step == STEPS - 1 else "completed"
+            if got is None:
+                break
+            state = got
+            if step == STEPS - 1 and k == hang.op and hang.scenario in MISMATCH \
+                    and rank == hang.culprit:
+                name, sizes, dtype = MISMATCH[hang.scenario]
+                out_sizes = sizes
             is_p2p = gi == 2
             if is_p2p:
                 p2p[gi] += 1
@@ -253,7 +280,7 @@ def dump_of(attempt: Attempt, rank: int, seed: int, hang: Hang) -> dict:
             entries.append(_entry(record + len(entries), gi, groups[gi], coll[gi],
                                   p2p[gi], op_id[gi], name, sizes, dtype, out_sizes,
                                   state, int(t * 1e9), is_p2p, rng))
-            if hung:
+            if state != "completed":
                 break
     return {
         "version": "2.4", "nccl_version": "2.21.5",
@@ -334,12 +361,13 @@ def write_dumps(corpus: Path, attempts: list[Attempt], seed: int, limit: int
         inc = a.incident
         assert inc is not None
         as_json = hang.scenario in JSON_SCENARIOS
+        last = last_step(a.ranks, hang)
         for r in range(a.ranks):
             rel = f"jobs/{a.job_id}/{a.hosts[r // 8]}/nccl_trace_rank_{r}" + (
                 ".json" if as_json else "")
             path = corpus / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            raw = dump_of(a, r, seed, hang)
+            raw = dump_of(a, r, seed, hang, last[r])
             path.write_bytes(json_bytes(raw) if as_json else pickle_bytes(raw))
             paths.append(rel)
         truth.append(truth_row(a, hang))
