@@ -19,8 +19,10 @@ local ``pg_id`` is 0, 1, 2): ``default_pg`` (all ranks), its host's
 ``TENSOR_MODEL_PARALLEL_GROUP`` (8 ranks over NVLink) and a two-stage
 ``PIPELINE_MODEL_PARALLEL_GROUP`` (rank r and r + N/2, send/recv only). Each training
 step records a TP all-gather, the PP send or recv, a TP reduce-scatter and the
-default group's gradient all_reduce; the hang is in the last step. The scenario
-(:func:`scenario`, from the incident) decides which op hangs and how:
+default group's gradient all_reduce; the hang is in the last step, and it spreads:
+the ranks not stuck go on to the step's next ops and wait in those of a group with a
+stuck member (:func:`last_step`). The scenario (:func:`scenario`, from the incident)
+decides which op hangs first and how:
 
 ========== ============================ ======================= =====================
 scenario   incident                     hung op                 verdict, culprit
