@@ -544,7 +544,8 @@ def simulate(
     flight_recorder: Annotated[int, typer.Option(
         metavar="N", min=0,
         help="Also write PyTorch Flight Recorder dumps (one per rank) for N watchdog "
-             "hangs, truth in OUT/truth/hangs.csv (canonical layout).")] = 0,
+             "hangs, one of each scenario first (--preset hangs has all 9), truth in "
+             "OUT/truth/hangs.csv (canonical layout).")] = 0,
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
