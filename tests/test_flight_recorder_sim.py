@@ -5,6 +5,7 @@ writes read as PyTorch's format, and ``collective_hangs``, the root causes and
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -179,3 +180,28 @@ def test_explain_says_each_verdict_in_words(ingested: tuple[Path, list[dict]]) -
         if r:
             text += f"; rank {r} = {t['culprit_host']} GPU {t['culprit_gpu']}"
         assert f"Flight Recorder: {text}" in said, (t["scenario"], text, said)
+
+
+def test_a_missing_dump_is_reported_not_guessed(ingested: tuple[Path, list[dict]],
+                                                tmp_path: Path) -> None:
+    db, truth = ingested
+    stall = next(t for t in truth if t["scenario"] == "cpu_stall")
+    corpus = tmp_path / "corpus"
+    shutil.copytree(db.parent / "sim/corpus", corpus)
+    rank = int(stall["culprit_ranks"])
+    (corpus / "jobs" / stall["job_id"] / stall["culprit_host"]
+     / f"nccl_trace_rank_{rank}").unlink()
+    res = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(tmp_path / "f.db")])
+    assert res.exit_code == 0, res.output
+    with duckdb.connect(str(tmp_path / "f.db"), read_only=True) as con:
+        # each of the rank's three groups says its dump is missing, none names a culprit
+        assert sorted(con.execute("""
+            SELECT pg_desc, verdict, missing_ranks, culprit_ranks, dumps
+            FROM collective_hangs WHERE job_id = ?""", [stall["job_id"]]).fetchall()) == [
+            ("PIPELINE_MODEL_PARALLEL_GROUP", "incomplete_dumps", [rank], [], 1),
+            ("TENSOR_MODEL_PARALLEL_GROUP", "incomplete_dumps", [rank], [], 7),
+            ("default_pg", "incomplete_dumps", [rank], [], 31)]
+        # no verdict: the watchdog timeouts alone decide, as without dumps
+        assert con.execute("SELECT component, rule_id FROM interruptions WHERE job_id = ?",
+                           [stall["job_id"]]).fetchone() == (
+            "NCCL Watchdog Timeouts", "nccl.watchdog_straggler")
