@@ -12,7 +12,13 @@ is keyed by group name with ``ranks`` as the string ``"[0, 1]"``, ``pg_status`` 
 keyed by the rank's own ``pg_id`` as a string, ``duration_ms`` is only present when
 measured, ``time_discovered_*_ns`` are None until discovered, ``frames`` are
 ``{name, filename, line}``; p2p ops are named ``nccl:send 0->1`` / ``nccl:recv 1<-0``
-with the ranks *within the group*, from ``ProcessGroupNCCL::send``/``recv``).
+with the ranks *within the group*, from ``ProcessGroupNCCL::send``/``recv``). Sources
+(pytorch/pytorch, BSD-3-Clause):
+https://github.com/pytorch/pytorch/blob/00f0e2f66801e216038f15f885bcdd4f3d955233/torch/csrc/distributed/c10d/FlightRecorder.hpp
+and
+https://github.com/pytorch/pytorch/blob/1189309e9a32f36e2206db87786a2ced64db4205/torch/csrc/distributed/c10d/FlightRecorderDetail.hpp
+(newer versions add ``thread_name``/``thread_id`` per entry, which the reader ignores,
+and write ``comm_lib_version`` for ``nccl_version``, which it reads too).
 
 Every rank has three process groups, created in the same order everywhere (so its
 local ``pg_id`` is 0, 1, 2): ``default_pg`` (all ranks), its host's
