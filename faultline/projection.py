@@ -131,25 +131,33 @@ def project_counts(counts: dict[str, int], gpu_days: float, gpus: float,
 
     Every rate is per GPU-day (a host component's host-days are its GPU-days over
     GPUs per host, so the conversion changes nothing in the projection). A component's
-    figure per calendar day is its share of the total: its running rate times the
-    running share of the calendar at that size, (1 - p) / (1 + L D), with L the total
-    at its point estimate (so the components add up to the total)."""
+    figure per calendar day is its share of the total per calendar day (so the
+    components add up to the total); its interval is that share with the component at
+    its bound and the others at their point estimates (so a component that is the
+    whole count has the total's interval)."""
     if gpu_days <= 0:
         raise ProjectionError("the run has no exposure (its attempts have no duration)")
     total = sum(counts.values())
     running = expected_per_day(total / gpu_days, gpus)
-    share = (1.0 - planned_fraction) / (1.0 + running * down_days)
+
+    def share(mine: float, rest: float) -> float:
+        both = mine + rest
+        return 0.0 if both <= 0 else \
+            per_calendar_day(both, down_days, planned_fraction) * mine / both
+
     comps = []
     for name, k in counts.items():
         low, high = poisson_interval(k, level)
+        own = expected_per_day(k / gpu_days, gpus)
+        rest = running - own
         comps.append({
             "component": name, "failures": k,
             "rate_per_1000_gpu_days": 1000 * k / gpu_days,
             "rate_low": 1000 * low / gpu_days, "rate_high": 1000 * high / gpu_days,
-            "expected_per_day": expected_per_day(k / gpu_days, gpus) * share,
-            "expected_low": expected_per_day(low / gpu_days, gpus) * share,
-            "expected_high": expected_per_day(high / gpu_days, gpus) * share,
-            "expected_per_running_day": expected_per_day(k / gpu_days, gpus),
+            "expected_per_day": share(own, rest),
+            "expected_low": share(expected_per_day(low / gpu_days, gpus), rest),
+            "expected_high": share(expected_per_day(high / gpu_days, gpus), rest),
+            "expected_per_running_day": own,
         })
     low, high = poisson_interval(total, level)
     run_low = expected_per_day(low / gpu_days, gpus)

@@ -16,6 +16,7 @@ import math
 
 import duckdb
 import pytest
+from conftest import REPO_ROOT
 from scipy.optimize import brentq
 from scipy.stats import poisson
 from typer.testing import CliRunner
@@ -157,6 +158,17 @@ def test_calendar_identity_pure():
         t["expected_per_day"], rel=1e-12)
     gpu = out["components"][0]
     assert gpu["expected_per_day"] == pytest.approx(148 / 419 * t["expected_per_day"])
+    # A component's bound: it at its bound, the rest at their point estimate.
+    glow, ghigh = pj.poisson_interval(148)
+    for bound, key in ((glow, "expected_low"), (ghigh, "expected_high")):
+        lam = (bound + 271) / running
+        assert gpu[key] == pytest.approx(f(lam) * bound / (bound + 271), rel=1e-12)
+    # A component that is the whole count has the total's interval.
+    alone = pj.project_counts({"Faulty GPU": 419}, 16384 * running, 16384,
+                              down / 419, planned / calendar)
+    c = alone["components"][0]
+    for key in ("expected_per_day", "expected_low", "expected_high"):
+        assert c[key] == pytest.approx(t[key], rel=1e-12)
     # The downtime caps the rate: at any size at most (1 - p) / D a calendar day.
     huge = pj.project_counts(counts, 16384 * running, 1e12, down / 419, planned / calendar)
     assert huge["total"]["expected_per_day"] < (1 - planned / calendar) * 419 / down
@@ -360,3 +372,16 @@ def test_cli_project_with_html_writes_the_page_and_prints_the_projection(ingeste
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("run,gpus,component,") and "Root causes" not in r.stdout
     assert 'id="chart-scale"' in out.read_text(encoding="utf-8")
+
+
+def test_readme_shows_the_real_projection(ingested_sample):
+    """The README's `report --project 100000` block is this code's output on the demo
+    database (the bundled sample), at the 100 columns it was captured at."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    cmd = "$ faultline report --db faultline-demo.duckdb --project 100000\n"
+    start = readme.index(cmd) + len(cmd)
+    shown = readme[start:readme.index("```", start)]
+    r = CliRunner().invoke(app, ["report", "--db", str(ingested_sample), "--project",
+                                 "100000"], env={"COLUMNS": "100"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout == shown
