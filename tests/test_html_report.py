@@ -364,6 +364,11 @@ def test_projection_charts_carry_the_runs_rate(html, con):
         assert p["expected_per_day"] == pytest.approx(
             (1 - e["planned_fraction"]) / (1 / lam + e["downtime_s"] / 86400))
         assert p["expected_low"] < p["expected_per_day"] < p["expected_high"]
+    # The measured dot lies on the line: at the measured size the model gives it back.
+    m = proj["measured"]
+    assert pj.per_calendar_day(per_gpu_day * m["gpus"], e["downtime_s"] / 86400,
+                               e["planned_fraction"]) == pytest.approx(
+        m["unexpected_per_day"], rel=1e-9)
     assert scale[0]["gpus"] == pytest.approx(8) and scale[-1]["gpus"] == pytest.approx(1e6)
     curves = values(charts["ettr"])
     assert {p["size"] for p in curves} >= {"1,024 GPUs", "100,000 GPUs"}
