@@ -111,7 +111,9 @@ def run_ingest(corpus: Path | list[Path], db: Path, workers: int | None, fresh: 
     seconds = time.perf_counter() - t0
     lines = proc.stdout.strip().splitlines()
     own, kids = (int(x) for x in lines[-1].split()[1:])
-    return seconds, (own, kids), lines[-2]
+    # the summary line; a corpus of several runs prints a line about them after it
+    summary = next(ln for ln in reversed(lines) if ln.startswith("ingested "))
+    return seconds, (own, kids), summary
 
 
 BATCH = 256  # paths per Beam element (ParseCorpus's default batch_size)
