@@ -16,7 +16,10 @@
 4. prints lines, files, seconds, lines/s, files/s, peak memory and the ratio against
    the faster of two floor runs: for the whole command (which also builds the
    interruptions and classifies their root causes) and for its ingest part alone
-   (parse, normalize, write DuckDB: the time ``ingest`` reports before classifying);
+   (parse, normalize, write DuckDB: the time ``ingest`` reports before classifying),
+   and the CPU seconds (user + system, worker processes included) of every floor and
+   ingest run with their ratio: on a machine shared with other jobs the wall times
+   swing with their load, the CPU time much less;
 5. parse throughput per source (``files.source``): the files of each source parsed
    in-process by ``parse_batch`` in batches of 256 as a Beam worker parses them
    (bytes read beforehand, so this is parse alone), as lines/s and MB/s.
@@ -32,6 +35,7 @@ import gzip
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -62,8 +66,21 @@ def _read(paths: list[str]) -> bytes:
     return b"".join(out)
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children waited for so
+    far: the time a run costs whatever else the machine is doing (this shared 2-core
+    machine's wall times swing by half with the other sessions' load)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+LAST_CPU: dict[str, float] = {}  # CPU seconds of the last floor() and run_ingest() call
+
+
 def floor(paths: list[str]) -> tuple[float, int, int]:
     """(seconds, lines, selected lines) of the plain polars scan."""
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     chunks = [paths[i::16] for i in range(16)]
     with ProcessPoolExecutor(2) as pool:
@@ -72,7 +89,9 @@ def floor(paths: list[str]) -> tuple[float, int, int]:
                      new_columns=["line"], schema_overrides={"line": pl.String},
                      truncate_ragged_lines=True, encoding="utf8-lossy")
     selected = int(df["line"].str.contains(SELECT).sum())
-    return time.perf_counter() - t0, df.height, selected
+    seconds = time.perf_counter() - t0
+    LAST_CPU["floor"] = cpu_seconds() - c0
+    return seconds, df.height, selected
 
 
 _WRAPPED = """
@@ -104,11 +123,13 @@ def run_ingest(corpus: Path | list[Path], db: Path, workers: int | None, fresh: 
             p.unlink()
     roots = [str(c) for c in (corpus if isinstance(corpus, list) else [corpus])]
     given = [] if workers is None else ["--workers", str(workers)]
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _WRAPPED, "ingest", *roots,
                            "--db", str(db), *given],
                           capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t0
+    LAST_CPU["ingest"] = cpu_seconds() - c0  # the ingest and the Beam workers it reaped
     lines = proc.stdout.strip().splitlines()
     own, kids = (int(x) for x in lines[-1].split()[1:])
     # the summary line; a corpus of several runs prints a line about them after it
@@ -212,10 +233,14 @@ def main() -> None:
     workers = args.workers if args.workers is not None else resolve_workers(
         None, "DirectRunner", paths)
     floor_s, lines, selected = floor(paths)
-    runs = [run_ingest(corpus, out / "bench.duckdb", args.workers)
-            for _ in range(max(1, args.repeat))]
+    floor_cpu = [LAST_CPU["floor"]]
+    runs, ingest_cpu = [], []
+    for _ in range(max(1, args.repeat)):
+        runs.append(run_ingest(corpus, out / "bench.duckdb", args.workers))
+        ingest_cpu.append(LAST_CPU["ingest"])
     ingest_s, (driver_mib, worker_mib), summary = min(runs, key=lambda r: r[0])
     floor2_s, _, _ = floor(paths)
+    floor_cpu.append(LAST_CPU["floor"])
     assert lines == truth["lines"], (lines, truth["lines"])
     n = len(paths)
     # the summary's phases: discover + parse + load is ingest without the root causes
@@ -229,6 +254,9 @@ def main() -> None:
         "floor_s": round(floor_s, 1), "floor_again_s": round(floor2_s, 1),
         "ingest_s": round(ingest_s, 1), "ingest_runs_s": [round(r[0], 1) for r in runs],
         "ratio": round(ingest_s / best_floor, 2),
+        "floor_cpu_s": [round(c, 1) for c in floor_cpu],
+        "ingest_cpu_s": [round(c, 1) for c in ingest_cpu],
+        "cpu_ratio": round(min(ingest_cpu) / min(floor_cpu), 2),
         "ingest_without_root_causes_s": core_s,
         "ratio_without_root_causes": round(core_s / best_floor, 2),
         "ingest_lines_per_s": round(lines / ingest_s), "ingest_files_per_s": round(n / ingest_s),
