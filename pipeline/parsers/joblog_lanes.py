@@ -1,8 +1,8 @@
 """Fast lanes of the job-log parser: the three line shapes that are most of its events.
 
 A training job's logs are mostly routine, and most of their event lines are of three
-kinds, written by NCCL and PyTorch in one fixed shape each (the ``small`` preset: 188k
-of 199k job-log events, one in 8 lines)::
+kinds, written by NCCL and PyTorch in one fixed shape each (``small`` x4: 188k
+of 199k job-log events, one line in four)::
 
     <stamp> gpu-027:213456:213516 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.37<0>
     <stamp> [rank216]:[E1030 10:29:55.756324000 ProcessGroupNCCL.cpp:632] [Rank 216] Watchdog
