@@ -1,17 +1,28 @@
 """Ingest speed against the floor: how close is faultline to just reading the bytes?
 
-    python bench/ingest.py [--preset medium] [--seed 0] [--workdir DIR] [--keep]
+    python bench/ingest.py [--preset medium] [--stretch K] [--seed 0] [--workdir DIR]
+                           [--workers N] [--repeat R]
 
 1. generates the preset's corpus with the simulator (skipped if DIR already has it);
+   ``--stretch K`` stretches the preset K times in time first, as bench/scale.py does
+   (``--preset small --stretch 4``: the 1.5M-line, 12k-file case of issue 14);
 2. the floor: read every file's bytes (gunzip included) on both cores, concatenate,
    one polars ``read_csv`` of all lines, one ``str.contains`` with the union of the
    patterns that select event lines;
-3. ``faultline ingest`` end to end (parse, normalize, write DuckDB), in Beam's
-   multi-process mode on both cores, into a fresh database;
+3. ``faultline ingest`` end to end (parse, normalize, write DuckDB) into a fresh
+   database, best of ``--repeat`` runs: with faultline's default workers (one
+   in-process worker below 200 MB to read, every core above it) unless ``--workers``
+   is given;
 4. prints lines, files, seconds, lines/s, files/s, peak memory and the ratio against
    the faster of two floor runs: for the whole command (which also builds the
    interruptions and classifies their root causes) and for its ingest part alone
-   (parse, normalize, write DuckDB: the time ``ingest`` reports before classifying).
+   (parse, normalize, write DuckDB: the time ``ingest`` reports before classifying),
+   and the CPU seconds (user + system, worker processes included) of every floor and
+   ingest run with their ratio: on a machine shared with other jobs the wall times
+   swing with their load, the CPU time much less;
+5. parse throughput per source (``files.source``): the files of each source parsed
+   in-process by ``parse_batch`` in batches of 256 as a Beam worker parses them
+   (bytes read beforehand, so this is parse alone), as lines/s and MB/s.
 
 The two runs go one after the other on the same corpus, so the page cache treats them
 alike (the floor runs second as well, to show the warm-cache spread).
@@ -24,6 +35,7 @@ import gzip
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -35,6 +47,7 @@ import polars as pl
 
 from faultline.pipeline.discover import discover
 from faultline.pipeline.parsers import joblog, kernel_messages, slurmctld, trainer
+from faultline.pipeline.workers import resolve as resolve_workers
 
 SELECT = "|".join(f"(?:{p})" for p in (kernel_messages.SELECT_PATTERN, joblog.CANDIDATE_RE,
                                         trainer.CANDIDATE_RE, slurmctld.LINE_RE.pattern))
@@ -53,8 +66,21 @@ def _read(paths: list[str]) -> bytes:
     return b"".join(out)
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children waited for so
+    far: the time a run costs whatever else the machine is doing (this shared 2-core
+    machine's wall times swing by half with the other sessions' load)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+LAST_CPU: dict[str, float] = {}  # CPU seconds of the last floor() and run_ingest() call
+
+
 def floor(paths: list[str]) -> tuple[float, int, int]:
     """(seconds, lines, selected lines) of the plain polars scan."""
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     chunks = [paths[i::16] for i in range(16)]
     with ProcessPoolExecutor(2) as pool:
@@ -63,7 +89,9 @@ def floor(paths: list[str]) -> tuple[float, int, int]:
                      new_columns=["line"], schema_overrides={"line": pl.String},
                      truncate_ragged_lines=True, encoding="utf8-lossy")
     selected = int(df["line"].str.contains(SELECT).sum())
-    return time.perf_counter() - t0, df.height, selected
+    seconds = time.perf_counter() - t0
+    LAST_CPU["floor"] = cpu_seconds() - c0
+    return seconds, df.height, selected
 
 
 _WRAPPED = """
@@ -85,22 +113,106 @@ sys.exit(code)
 """
 
 
-def run_ingest(corpus: Path | list[Path], db: Path, workers: int, fresh: bool = True
+def run_ingest(corpus: Path | list[Path], db: Path, workers: int | None, fresh: bool = True
                ) -> tuple[float, tuple[int, int], str]:
     """(seconds, (driver, largest worker) peak RSS in MiB, summary line) of one ingest
-    (into a new database unless ``fresh`` is False)."""
+    (into a new database unless ``fresh`` is False; faultline's default workers when
+    ``workers`` is None)."""
     if fresh:
         for p in db.parent.glob(db.name + "*"):
             p.unlink()
     roots = [str(c) for c in (corpus if isinstance(corpus, list) else [corpus])]
+    given = [] if workers is None else ["--workers", str(workers)]
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _WRAPPED, "ingest", *roots,
-                           "--db", str(db), "--workers", str(workers)],
+                           "--db", str(db), *given],
                           capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t0
+    LAST_CPU["ingest"] = cpu_seconds() - c0  # the ingest and the Beam workers it reaped
     lines = proc.stdout.strip().splitlines()
     own, kids = (int(x) for x in lines[-1].split()[1:])
-    return seconds, (own, kids), lines[-2]
+    # the summary line; a corpus of several runs prints a line about them after it
+    summary = next(ln for ln in reversed(lines) if ln.startswith("ingested "))
+    return seconds, (own, kids), summary
+
+
+BATCH = 256  # paths per Beam element (ParseCorpus's default batch_size)
+
+
+def per_source(db: Path, corpus: Path) -> dict[str, dict[str, float]]:
+    """Parse throughput per ``files.source``: each source's files (as ``db`` sniffed
+    them) parsed in-process by ``parse_batch`` in batches of :data:`BATCH`, with the
+    settings ``ingest`` would use; bytes are read before the clock starts."""
+    import duckdb
+
+    from faultline.pipeline.fileparse import parse_batch
+    from faultline.pipeline.run import corpus_facts
+    from faultline.pipeline.settings import IngestSettings
+    from faultline.pipeline.transforms import read_bytes
+    from faultline.pipeline.tzevidence import decide_zone
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT source, path, lines FROM files WHERE bytes > 0 "
+                           "ORDER BY path").fetchall()
+    paths = [p for _s, p, _n in rows]
+    zone = decide_zone(paths, None)
+    facts = corpus_facts(paths, zone.zone)
+    settings = IngestSettings(tz=zone.zone, tz_how=zone.how, window=facts.window,
+                              job_windows=facts.jobs, known_hosts=facts.hosts)
+    by_source: dict[str, list[tuple[str, int]]] = {}
+    for source, path, n in rows:
+        by_source.setdefault(source, []).append((path, n))
+    out = {}
+    for source, files in sorted(by_source.items()):
+        seconds = cpu = 0.0
+        size = 0
+        for i in range(0, len(files), BATCH):
+            items = []
+            for path, _n in files[i:i + BATCH]:
+                data, mtime, _problem = read_bytes(path)
+                size += len(data)
+                items.append((path, data, mtime))
+            t0, c0 = time.perf_counter(), time.process_time()  # every thread's CPU
+            parse_batch(items, settings)
+            seconds += time.perf_counter() - t0
+            cpu += time.process_time() - c0
+        lines = sum(n for _p, n in files)
+        out[source] = {"files": len(files), "lines": lines, "mb": round(size / 1e6, 1),
+                       "s": round(seconds, 2), "cpu_s": round(cpu, 2),
+                       "lines_per_cpu_s": round(lines / cpu) if cpu else None,
+                       "lines_per_s": round(lines / seconds) if seconds else None,
+                       "mb_per_s": round(size / 1e6 / seconds, 1) if seconds else None}
+    return out
+
+
+def per_source_table(stats: dict[str, dict[str, float]]) -> str:
+    """The per-source figures as a Markdown table (pasted into bench/RESULTS.md)."""
+    out = ["| source | files | lines | MB as stored | parse | lines/s | MB/s | CPU "
+           "| lines per CPU s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for source, r in sorted(stats.items(), key=lambda kv: -kv[1]["lines"]):
+        out.append(f"| {source} | {r['files']:,} | {r['lines']:,} | {r['mb']} | {r['s']} s "
+                   f"| {r['lines_per_s'] or 0:,} | {r['mb_per_s']} | {r['cpu_s']} s "
+                   f"| {r['lines_per_cpu_s'] or 0:,} |")
+    return "\n".join(out)
+
+
+def generate(preset: str, seed: int, stretch: int, workdir: Path) -> Path:
+    """The corpus's output directory (corpus/ and truth/), generated if missing."""
+    if stretch != 1:
+        from scale import generate as stretched  # bench/scale.py, beside this script
+
+        if seed != 0:
+            raise SystemExit("--stretch generates with seed 0 (as bench/scale.py does)")
+        return stretched(preset, stretch, workdir)
+    out = workdir / f"{preset}-{seed}"
+    if not (out / "truth" / "summary.json").exists():
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "faultline", "simulate", "--preset",
+                        preset, "--out", str(out), "--seed", str(seed)], check=True)
+        print(f"generated {preset} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
 
 
 def main() -> None:
@@ -109,22 +221,38 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path,
                     default=Path(tempfile.gettempdir()) / "faultline-bench")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--stretch", type=int, default=1,
+                    help="the preset stretched this many times in time (bench/scale.py)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="passed to ingest; default: faultline's own default")
+    ap.add_argument("--repeat", type=int, default=1, help="ingest runs; the best counts")
+    ap.add_argument("--no-per-source", action="store_true",
+                    help="skip the per-source parse throughput")
+    ap.add_argument("--per-source-only", action="store_true",
+                    help="only the per-source throughput, on the database a run left")
     args = ap.parse_args()
-    out = args.workdir / f"{args.preset}-{args.seed}"
+    if args.per_source_only:
+        out = generate(args.preset, args.seed, args.stretch, args.workdir)
+        stats = per_source(out / "bench.duckdb", out / "corpus")
+        print(json.dumps({"per_source": stats, "load_avg": os.getloadavg()}))
+        print(per_source_table(stats))
+        return
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    out = generate(args.preset, args.seed, args.stretch, args.workdir)
     corpus = out / "corpus"
-    if not (out / "truth" / "summary.json").exists():
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "faultline", "simulate", "--preset",
-                        args.preset, "--out", str(out), "--seed", str(args.seed)],
-                       check=True)
-        print(f"generated {args.preset} in {time.perf_counter() - t0:.0f} s", flush=True)
     truth = json.loads((out / "truth" / "summary.json").read_text())
     paths = list(discover([corpus]))
+    workers = args.workers if args.workers is not None else resolve_workers(
+        None, "DirectRunner", paths)
     floor_s, lines, selected = floor(paths)
-    ingest_s, (driver_mib, worker_mib), summary = run_ingest(corpus, out / "bench.duckdb",
-                                                              args.workers)
+    floor_cpu = [LAST_CPU["floor"]]
+    runs, ingest_cpu = [], []
+    for _ in range(max(1, args.repeat)):
+        runs.append(run_ingest(corpus, out / "bench.duckdb", args.workers))
+        ingest_cpu.append(LAST_CPU["ingest"])
+    ingest_s, (driver_mib, worker_mib), summary = min(runs, key=lambda r: r[0])
     floor2_s, _, _ = floor(paths)
+    floor_cpu.append(LAST_CPU["floor"])
     assert lines == truth["lines"], (lines, truth["lines"])
     n = len(paths)
     # the summary's phases: discover + parse + load is ingest without the root causes
@@ -132,17 +260,29 @@ def main() -> None:
                        for k in ("discover", "parse", "load")), 1)
     best_floor = min(floor_s, floor2_s)
     row = {
-        "preset": args.preset, "files": n, "lines": lines, "selected_by_floor": selected,
+        "preset": args.preset, "stretch": args.stretch, "files": n,
+        "bytes": sum(Path(p).stat().st_size for p in paths), "lines": lines,
+        "selected_by_floor": selected,
         "floor_s": round(floor_s, 1), "floor_again_s": round(floor2_s, 1),
-        "ingest_s": round(ingest_s, 1), "ratio": round(ingest_s / best_floor, 2),
+        "ingest_s": round(ingest_s, 1), "ingest_runs_s": [round(r[0], 1) for r in runs],
+        "ratio": round(ingest_s / best_floor, 2),
+        "floor_cpu_s": [round(c, 1) for c in floor_cpu],
+        "ingest_cpu_s": [round(c, 1) for c in ingest_cpu],
+        "cpu_ratio": round(min(ingest_cpu) / min(floor_cpu), 2),
         "ingest_without_root_causes_s": core_s,
         "ratio_without_root_causes": round(core_s / best_floor, 2),
         "ingest_lines_per_s": round(lines / ingest_s), "ingest_files_per_s": round(n / ingest_s),
         "floor_lines_per_s": round(lines / min(floor_s, floor2_s)),
         "driver_peak_rss_mib": driver_mib, "worker_peak_rss_mib": worker_mib,
-        "workers": args.workers, "cpus": os.cpu_count(), "ingest": summary,
+        "workers": workers, "workers_given": args.workers is not None,
+        "cpus": os.cpu_count(), "load_avg": [round(x, 1) for x in os.getloadavg()],
+        "ingest": summary,
     }
+    if not args.no_per_source:
+        row["per_source"] = per_source(out / "bench.duckdb", corpus)
     print(json.dumps(row, indent=2))
+    if "per_source" in row:
+        print(per_source_table(row["per_source"]))
 
 
 if __name__ == "__main__":

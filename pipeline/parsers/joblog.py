@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from faultline.pipeline.linebatch import LineBatch
-from faultline.pipeline.parsers import jobout
+from faultline.pipeline.parsers import joblog_lanes, jobout
 from faultline.pipeline.parsers.jobclock import Clock, ForwardClock
 from faultline.pipeline.parsers.kernel_messages import literal_needles
 from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, rank_of
@@ -655,15 +655,24 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FilePars
     vectorized, over the lines of all of them (see :mod:`faultline.pipeline.linebatch`);
     each file's result is what :func:`parse` gives for it alone."""
     batch = LineBatch([lines for lines, _ in files])
-    candidates = batch.match_indices(CANDIDATE_RE, SMALL_FILE_LINES)
-    return [parse_lines(lines, ctx, cand)
-            for (lines, ctx), cand in zip(files, candidates, strict=True)]
+    if batch.total < SMALL_FILE_LINES:
+        candidates = batch.match_indices(CANDIDATE_RE, SMALL_FILE_LINES)
+        fast: list[dict[int, tuple]] = [{} for _ in files]
+    else:  # what match_indices does, keeping the global rows for the fast lanes
+        hits = batch.series.str.contains(CANDIDATE_RE).arg_true().to_numpy()
+        candidates = batch.split_indices(hits)
+        fast = joblog_lanes.lanes(batch, hits, _RULE_CHECKS)
+    return [parse_lines(lines, ctx, cand, lanes)
+            for (lines, ctx), cand, lanes in zip(files, candidates, fast, strict=True)]
 
 
 def parse_lines(lines: list[str], ctx: ParseContext,
-                candidates: Iterable[int] | None = None) -> FileParse:
+                candidates: Iterable[int] | None = None,
+                lanes: dict[int, tuple] | None = None) -> FileParse:
     """Parse one job log's lines; ``candidates`` are the 0-based indices of the lines
-    matching :data:`CANDIDATE_RE` (computed here when not given).
+    matching :data:`CANDIDATE_RE` (computed here when not given), ``lanes`` the
+    fields of those a fast lane read (:mod:`...joblog_lanes`; used only in a
+    collector-stamped file with a host of its own, where they equal the general path's).
 
     A file without collector stamps (Slurm's ``slurm-<jobid>.out``) is timed by the
     stamps its lines carry (:func:`jobout.own_stamp`); lines before the first of them
@@ -689,8 +698,13 @@ def parse_lines(lines: list[str], ctx: ParseContext,
     start = ctx.job_window[0] if ctx.job_window and in_range(ctx.job_window[0]) else None
     in_traceback: set[int] = set()
     events = fp.events
+    if not (lanes and stamped and ctx.host is not None):
+        lanes = None
     for i in candidates:
         if i in in_traceback:
+            continue
+        if lanes is not None and (lane := lanes.get(i)) is not None:
+            events.append(_lane_event(lane, lines[i], i, clock, ctx, start))
             continue
         info = line_info(lines[i], labelled)
         # info.stamp is what _collector_stamp gives (a STAMP_RE match starts with a digit)
@@ -727,6 +741,33 @@ def parse_lines(lines: list[str], ctx: ParseContext,
                 ev.attrs.setdefault("local_rank", place.local_rank)
         events.append(ev)
     return fp
+
+
+def _lane_event(lane: tuple, line: str, i: int, clock: Clock, ctx: ParseContext,
+                start: int | None) -> ParsedEvent:
+    """The event the general path makes of a line a fast lane read (see
+    :mod:`faultline.pipeline.parsers.joblog_lanes` for why the two are the same)."""
+    kind, stamp = lane[0], lane[1]
+    ts, quality = clock.at(i, stamp=stamp)
+    host, rank = ctx.host, None
+    if kind == "nccl_bootstrap":
+        _, _, host, pid, tid, dev, ifname, address = lane
+        attrs = {"rule": "nccl.bootstrap", "ifname": ifname, "address": address,
+                 "pid": pid, "tid": tid, "cuda_dev": dev}
+    elif kind == "nccl_watchdog":
+        _, _, rank, seq, op, nin, nout, tmo, ran = lane
+        attrs = {"rule": "c10d.watchdog_timeout", "seq_num": seq, "op_type": op,
+                 "numel_in": nin, "numel_out": nout, "timeout_ms": tmo, "ran_ms": ran}
+    else:
+        _, _, rank, pg, work, enq, done = lane
+        attrs = {"rule": "c10d.watchdog_progress", "what": "exception", "work": work,
+                 "last_enqueued": enq, "last_completed": done, "pg": pg}
+    if ts is None and start is not None:
+        ts, quality = start, "inherited"
+        attrs["ts_from"] = "job_start"
+    return ParsedEvent(line_no=i + 1, kind=kind, message=line[len(stamp) + 1:], ts=ts,
+                       ts_quality=quality, host=host, job_id=ctx.job_id, rank=rank,
+                       attrs=attrs)
 
 
 def _summary_context(lines: list[str], i: int, hit: Hit, labelled: bool = False) -> None:

@@ -1,0 +1,127 @@
+"""The job-log fast lanes give exactly the events of the general path.
+
+Each line below is parsed twice: in a batch large enough for the vectorized path (where
+:mod:`faultline.pipeline.parsers.joblog_lanes` reads the lines it recognizes) and by
+:func:`joblog.parse_lines` with no lanes (the general, per-line path). Every field of
+every event must agree. The in-shape lines are the formats of
+``tests/test_parse_joblog.py`` (PyTorch ``ProcessGroupNCCL.cpp``, NCCL ``bootstrap.cc``
+wordings); the variants are shapes a lane must NOT take, or must take and still read
+the same (an earlier rule's literal in a host name, non-ASCII digits, a tab, a
+10-digit fraction, an oversized rank, a line inside a traceback, a file with no host
+of its own, one without collector stamps).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from faultline.pipeline.fileparse import attrs_json
+from faultline.pipeline.linebatch import LineBatch
+from faultline.pipeline.parsers import joblog, joblog_lanes
+from faultline.pipeline.records import ParseContext
+
+CTX = ParseContext(path="jobs/81234/node0007.log", host="node0007", job_id="81234",
+                   job_window=(1_719_835_200_000_000, 1_719_900_000_000_000))
+T0 = "2024-07-01T12:00:03.000001Z"
+BOOT = f"{T0} node0042:2231:2290 [3] NCCL INFO Bootstrap : Using eth0:10.1.2.42<0>"
+WATCH = (f"{T0} [rank27]:[E701 12:10:00.523400000 ProcessGroupNCCL.cpp:632] [Rank 27] "
+         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=482113, "
+         "OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
+         "600081 milliseconds before timing out.")
+PROG = (f"{T0} [rank1]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 "
+        "(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog "
+        "at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.")
+
+# (id, line, whether a lane takes it)
+CASES = [
+    ("bootstrap", BOOT, True),
+    ("bootstrap_nospace_fqdn",
+     f"{T0} gpu-a1.cluster.local:77:78 [0] NCCL INFO Bootstrap: Using ib0:10.9.0.5<0>", True),
+    ("bootstrap_ipv6", f"{T0} n1:5:6 [7] NCCL INFO Bootstrap : Using ib0:fe80::1%ib0<0>", True),
+    ("bootstrap_offset_stamp", BOOT.replace("Z ", "+02:00 "), True),
+    ("bootstrap_local_stamp", BOOT.replace("Z ", " "), True),
+    ("bootstrap_out_of_range_stamp", BOOT.replace("2024-", "1970-"), True),
+    ("bootstrap_host_with_rule_literal", BOOT.replace("node0042", "ChildFailedError"), False),
+    ("bootstrap_host_nccl_error", BOOT.replace("node0042", "ncclSystemError"), False),
+    ("bootstrap_tab_after_stamp", BOOT.replace("Z ", "Z\t"), False),
+    ("bootstrap_long_fraction", BOOT.replace(".000001Z", ".0000012345Z"), False),
+    ("bootstrap_arabic_digits", BOOT.replace(":2231:", ":\u0662\u0663:"), False),
+    ("bootstrap_separator_char", BOOT.replace("10.1.2.42", "10.1\x1c2.42"), False),
+    ("bootstrap_two_ports", BOOT.replace("<0>", "<0>x<1>"), False),
+    ("bootstrap_rank_prefix", BOOT.replace("node0042:", "[rank3]:node0042:"), False),
+    ("bootstrap_huge_pid", BOOT.replace(":2231:", ":1234567890123456789012:"), False),
+    ("watchdog", WATCH, True),
+    ("watchdog_pg", WATCH.replace("[Rank 27]", "[PG 0 Rank 27]"), False),
+    ("watchdog_big_rank", WATCH.replace("[rank27]", "[rank12345678901]"), False),
+    ("watchdog_negative_seq", WATCH.replace("SeqNum=482113", "SeqNum=-1"), False),
+    ("watchdog_ib_literal", WATCH + " Got completion from peer", False),
+    ("watchdog_warning_level", WATCH.replace("[E701", "[W701"), True),
+    ("progress", PROG, True),
+    ("progress_pg_named_id", PROG.replace("[PG 0 ", "[PG ID "), True),
+    ("progress_guid", PROG.replace("[PG 0 (default_pg) Rank 1]", "[PG ID 2 PG GUID 3 Rank 1]"),
+     False),
+    ("progress_timeout", PROG.replace("Exception (either an error or timeout) detected by "
+                                      "watchdog at work", "Timeout at NCCL work"), False),
+    ("progress_too_long", PROG[:-1] + " " + "x" * 1200 + ".", False),
+]
+ROUTINE = [f"{T0} [rank0]:step 12 ok"] * (joblog.SMALL_FILE_LINES + 8)
+
+
+def _events(fp) -> list[tuple]:
+    return [(e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
+             e.device, e.job_id, e.rank, attrs_json(e.attrs)) for e in fp.events]
+
+
+def _both(lines: list[str], ctx: ParseContext) -> tuple[list[tuple], list[tuple]]:
+    """(batched, with lanes; general path alone) events of one file."""
+    fast = joblog.parse_many([(lines, ctx)])[0]
+    slow = joblog.parse_lines(lines, ctx, None, None)
+    assert fast.lines == slow.lines and fast.event_lines == slow.event_lines
+    return _events(fast), _events(slow)
+
+
+def _lane_rows(lines: list[str]) -> dict[int, tuple]:
+    batch = LineBatch([lines])
+    hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
+    return joblog_lanes.lanes(batch, hits, joblog._RULE_CHECKS)[0]
+
+
+@pytest.mark.parametrize(("line", "taken"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_lane_reads_a_line_as_the_general_path_does(line, taken):
+    lines = [*ROUTINE, line, *ROUTINE[:3]]
+    fast, slow = _both(lines, CTX)
+    assert fast == slow
+    assert (len(ROUTINE) in _lane_rows(lines)) is taken
+
+
+def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
+    files = [([*ROUTINE[:k], BOOT, WATCH, PROG, *ROUTINE[:5]],
+              ParseContext(path=f"jobs/1/n{k}.log", host=f"n{k}", job_id="1"))
+             for k in range(1, 40)]
+    many = joblog.parse_many(files)
+    for (lines, ctx), fp in zip(files, many, strict=True):
+        assert _events(fp) == _events(joblog.parse_lines(lines, ctx, None, None))
+        assert [e.kind for e in fp.events] == ["nccl_bootstrap", "nccl_watchdog",
+                                               "nccl_watchdog_progress"]
+
+
+@pytest.mark.parametrize("ctx", [
+    ParseContext(path="jobs/81234/unknown.log", job_id="81234"),  # no host of its own
+    CTX,
+], ids=["hostless", "host"])
+def test_lane_lines_inside_a_traceback_and_hostless_files_agree(ctx):
+    lines = [*ROUTINE, f"{T0} Traceback (most recent call last):", f"{T0}   {BOOT}", WATCH,
+             f"{T0} RuntimeError: boom", PROG, *ROUTINE[:3]]
+    fast, slow = _both(lines, ctx)
+    assert fast == slow
+
+
+def test_a_file_without_collector_stamps_takes_the_general_path():
+    bare = [ln.split(" ", 1)[1] for ln in ROUTINE] + [BOOT.split(" ", 1)[1], BOOT]
+    fast, slow = _both(bare, CTX)
+    assert fast == slow
+
+
+def test_every_rule_before_a_lane_has_literals():
+    for _kind, (_pattern, rule_id, _ints) in joblog_lanes.LANES.items():
+        assert joblog_lanes.earlier_needles(rule_id, joblog._RULE_CHECKS) is not None
