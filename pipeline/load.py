@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 
 from faultline.pipeline import hangs_load
 from faultline.pipeline.bundles import SEP
@@ -103,10 +104,15 @@ def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_wit
         if seen is None:
             continue
         try:
-            st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
-        except OSError:
+            if "://" in path:  # an object store: its size and last-modified time
+                meta = FileSystems.metadata(path)
+                now = (meta.size_in_bytes, meta.last_updated_in_seconds)
+            else:
+                st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
+                now = (st.st_size, st.st_mtime)
+        except OSError:  # BeamIOError too
             continue  # let the parse step record why
-        if (st.st_size, st.st_mtime) == seen:
+        if now == seen:
             same.add(path)
     return same
 

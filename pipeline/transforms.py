@@ -31,8 +31,8 @@ from faultline.pipeline.staging import TABLES
 
 def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
                ) -> tuple[bytes, float | None, str | None]:
-    """A file's bytes as stored, its modification time where the filesystem has one,
-    and what went wrong reading it whole.
+    """A file's bytes as stored, its modification time (an object's last-modified
+    time, for a URI), and what went wrong reading it whole.
 
     A worker holds a whole file (and its decoded text) in memory, so a file over
     ``limit`` bytes, the same bound gzip content gets, is cut at its last line end
@@ -41,9 +41,10 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
         with open(path, "rb") as f:
             data = f.read(limit + 1)
         mtime: float | None = os.stat(path).st_mtime
-    else:
+    else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
+        mtime = FileSystems.metadata(path).last_updated_in_seconds
         with FileSystems.open(path, compression_type="uncompressed") as f:
-            data, mtime = f.read(limit + 1), None
+            data = f.read(limit + 1)
     if len(data) <= limit:
         return data, mtime, None
     cut = data.rfind(b"\n", 0, limit) + 1 or limit
