@@ -16,10 +16,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 
 from faultline.pipeline import hangs_load
 from faultline.pipeline.bundles import SEP
+from faultline.pipeline.objstore import stat_uri
 from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
@@ -105,8 +105,7 @@ def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_wit
             continue
         try:
             if "://" in path:  # an object store: its size and last-modified time
-                meta = FileSystems.metadata(path)
-                now = (meta.size_in_bytes, meta.last_updated_in_seconds)
+                now = stat_uri(path)
             else:
                 st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
                 now = (st.st_size, st.st_mtime)

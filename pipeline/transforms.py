@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from faultline.pipeline.fileparse import MAX_PLAIN_BYTES, BatchItem, parse_batch
+from faultline.pipeline.objstore import open_uri, stat_uri
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import TABLES
 
@@ -42,8 +43,8 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
             data = f.read(limit + 1)
         mtime: float | None = os.stat(path).st_mtime
     else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
-        mtime = FileSystems.metadata(path).last_updated_in_seconds
-        with FileSystems.open(path, compression_type="uncompressed") as f:
+        mtime = stat_uri(path)[1]
+        with open_uri(path) as f:
             data = f.read(limit + 1)
     if len(data) <= limit:
         return data, mtime, None
