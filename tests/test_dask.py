@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dask_cluster import dask_cluster, free_port
+from dask_cluster import BIN, dask_cluster, free_port
 from snapshot import snapshot
 from typer.testing import CliRunner
 
@@ -160,3 +160,31 @@ def test_a_worker_killed_mid_run_loses_nothing(sample, baseline, slow_cluster, t
     rc, out, err = finish(ingest(sample, db, slow_cluster.address))
     assert rc == 0 and "(0 new or changed)" in out, out + err
     assert snapshot(db) == baseline
+
+
+def _section(doc: str, title: str) -> str:
+    return doc.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_docs_dask_commands_use_flags_that_exist(repo_root: Path):
+    """docs/scale-out.md's Dask and object-store commands: every flag they give
+    ``dask scheduler``, ``dask worker`` and ``faultline ingest`` is one those commands
+    take (the fixture above runs the same dask commands, with the same flags)."""
+    doc = (repo_root / "docs" / "scale-out.md").read_text()
+    blocks = [b.split("```", 1)[0] for sec in ("Dask", "Corpora in object stores")
+              for b in _section(doc, sec).split("```sh\n")[1:]]
+    commands = [c.replace("\\\n", " ") for c in blocks]
+    lines = [ln.split("#", 1)[0].strip() for c in commands for ln in c.splitlines()]
+    seen = set()
+    for prog, help_cmd in ((("dask", "scheduler"), [str(BIN / "dask"), "scheduler"]),
+                           (("dask", "worker"), [str(BIN / "dask"), "worker"]),
+                           (("faultline", "ingest"), [FAULTLINE, "ingest"])):
+        used = {f.split("=", 1)[0] for ln in lines if ln.split()[:2] == list(prog)
+                for f in ln.split() if f.startswith("--")}
+        assert used, f"no {' '.join(prog)} command in the docs"
+        helptext = subprocess.run([*help_cmd, "--help"], capture_output=True, text=True,
+                                  env={**os.environ, "COLUMNS": "200"}).stdout
+        missing = {f for f in used if f not in helptext}
+        assert not missing, f"{' '.join(prog)} takes no {missing}"
+        seen |= used
+    assert {"--runner", "--dask-address", "--nworkers", "--nthreads"} <= seen
