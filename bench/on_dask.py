@@ -1,8 +1,9 @@
 """Beam on Dask against the local runners: 1 vs 2 Dask workers, and the per-task cost.
 
-    python bench/on_dask.py [--workdir DIR] [--repeat 2] [--tasks 8 64]
+    python bench/on_dask.py [--workdir DIR] [--repeat 2] [--tasks 8 64] [--scale K]
 
-Simulates the ``small`` preset into ``--workdir`` (once), starts a real Dask cluster on
+Simulates the ``small`` preset into ``--workdir`` (once; ``--scale K``: stretched K
+times in time, as bench/scale.py does), starts a real Dask cluster on
 loopback (``dask scheduler`` and ``dask worker --nworkers 1 --nthreads 1`` processes, as
 tests/test_dask.py does), and ingests the corpus into a fresh database with:
 
@@ -79,13 +80,22 @@ def main() -> None:
                     default=Path(tempfile.gettempdir()) / "faultline-bench-dask")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--tasks", type=int, nargs="+", default=[8, 64])
+    ap.add_argument("--scale", type=int, default=1)
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     corpus = args.workdir / "small"
-    if not corpus.exists():
+    if args.scale > 1:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from scale import generate
+
+        corpus = generate("small", args.scale, args.workdir)
+    elif not corpus.exists():
         subprocess.run([str(BIN / "faultline"), "simulate", "--preset", "small", "--out",
                         str(corpus)], check=True, capture_output=True)
-    out: dict = {"load_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+    files = [f for f in corpus.rglob("*") if f.is_file()]
+    out: dict = {"corpus": corpus.name, "files": len(files),
+                 "mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
+                 "load_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
     out.update(_best(corpus, args.workdir, {"in_process": ["--workers", "1"],
                                             "multi_process_2": ["--workers", "2"]},
                      args.repeat))

@@ -41,7 +41,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline.pipeline.settings import IngestSettings
-from faultline.pipeline.transforms import ParseFiles, WriteShards
+from faultline.pipeline.transforms import ParseFiles, WriteShards, batch_key
 
 RUNNER_NAMES = ("dask", "DaskRunner")
 CONNECT_TIMEOUT_S = 5  # connecting to the scheduler and waiting for a first worker
@@ -212,3 +212,18 @@ def run(paths: Sequence[str | list[str]], settings: IngestSettings, shards: str,
         if not finished:
             result.client.cancel(result.futures, force=True)
         result.client.close()
+    missing = missing_batches(work, shards)
+    if missing:
+        raise DaskUnavailable(
+            f"the workers finished but the shards of {missing} of {len(work)} batches are "
+            f"not under {shards}: the workers must write where the driver reads (give "
+            "--shards a shared filesystem path or an object-store URI)")
+
+
+def missing_batches(work: list[list[str | list[str]]], shards: str) -> int:
+    """Batches without a ``files`` shard under ``shards``: a worker on another machine
+    wrote them to its own disk. Loading what is there would be a wrong answer."""
+    pattern = FileSystems.join(shards, "files", "*.parquet")
+    found = {m.path.rsplit("/", 1)[-1].split("-n", 1)[0]
+             for m in FileSystems.match([pattern])[0].metadata_list}
+    return sum(1 for batch in work if batch_key(batch) not in found)

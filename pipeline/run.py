@@ -321,6 +321,9 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             raise IngestError(f"{root}: no such file or directory")
     dask_workers = 0
     if dask_run.is_dask(runner):
+        if workers is not None:
+            raise IngestError("--workers is for the local runner; on Dask, start as many "
+                              "dask worker processes as you want")
         try:
             flags += dask_run.address_flags(dask_address, flags)
             dask_workers = dask_run.check_scheduler(PipelineOptions(flags))
@@ -500,6 +503,8 @@ def _parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
     try:
         with _beam_output_to(staging.local / BEAM_LOG):
             dask_run.run(paths, settings, staging.uri, flags, batch_size, workers)
+    except dask_run.DaskUnavailable as exc:
+        raise IngestError(str(exc)) from exc
     except Exception as exc:
         if _is_interrupt(exc):
             raise KeyboardInterrupt from exc

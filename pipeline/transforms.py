@@ -52,6 +52,13 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
     return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
 
 
+def batch_key(batch: list[str | list[str]]) -> str:
+    """The name its shards get (``<key>-n<rows>.parquet``): from the batch's first path,
+    so a retried batch overwrites its own shards."""
+    first = batch[0] if isinstance(batch[0], str) else batch[0][0]
+    return hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
 class ParseFiles(beam.DoFn):
     """A batch of paths -> one (table name, Arrow table) per output table."""
 
@@ -60,8 +67,7 @@ class ParseFiles(beam.DoFn):
 
     def process(self, batch: list[str | list[str]]) -> Iterator[tuple[str, str, pa.Table]]:
         parsed = parse_batch(_read_all(batch), self.settings)
-        first = batch[0] if isinstance(batch[0], str) else batch[0][0]
-        key = hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+        key = batch_key(batch)
         for name in TABLES:
             yield key, name, getattr(parsed, name)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -23,7 +24,10 @@ from snapshot import snapshot
 from typer.testing import CliRunner
 
 from faultline.cli import app
+from faultline.pipeline import dask_run
 from faultline.pipeline.dask_run import DELAY_ENV
+from faultline.pipeline.settings import IngestSettings
+from faultline.pipeline.transforms import batch_key
 
 pytestmark = pytest.mark.slow
 FAULTLINE = str(Path(sys.executable).parent / "faultline")
@@ -188,3 +192,49 @@ def test_the_docs_dask_commands_use_flags_that_exist(repo_root: Path):
         assert not missing, f"{' '.join(prog)} takes no {missing}"
         seen |= used
     assert {"--runner", "--dask-address", "--nworkers", "--nthreads"} <= seen
+
+
+@pytest.mark.parametrize(("n", "batch_size", "workers", "sizes"), [
+    (0, 256, 2, []),
+    (1, 256, 2, [1]),
+    (10, 256, 2, [2, 2, 2, 2, 2]),  # 4 per worker wanted: ceil(10 / 8) = 2 a batch
+    (492, 256, 2, [62] * 7 + [58]),
+    (5000, 256, 1, [256] * 19 + [136]),  # batch_size caps a batch
+    (7, 3, 4, [1] * 7),
+])
+def test_batches_cover_the_listing_in_order(n, batch_size, workers, sizes):
+    paths = [f"/c/f{i}" for i in range(n)]
+    got = dask_run.batches(paths, batch_size, workers)
+    assert [len(b) for b in got] == sizes
+    assert [p for b in got for p in b] == paths
+
+
+def test_address_flags():
+    assert dask_run.address_flags("tcp://h:1", []) == ["--dask_client_address=tcp://h:1"]
+    assert dask_run.address_flags(None, ["--dask_scheduler_file=/s.json"]) == []
+    with pytest.raises(dask_run.DaskUnavailable, match="--dask-address"):
+        dask_run.address_flags(None, ["--s3_region_name=x"])
+
+
+def test_batches_whose_shards_are_elsewhere_are_counted(tmp_path):
+    """A worker on another machine writing to its own disk: the driver finds no shard
+    for that batch, and says so instead of loading a part of the corpus."""
+    work = [["/c/a", "/c/b"], ["/c/c"], [["/c/d", "socket"]]]
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / f"{batch_key(work[1])}-n1.parquet").write_bytes(b"")
+    assert dask_run.missing_batches(work, str(tmp_path)) == 2
+
+
+def test_parse_and_write_pickles(tmp_path):
+    settings = IngestSettings(tz="UTC")
+    fn = dask_run.ParseAndWrite(settings, str(tmp_path), ["--s3_region_name=x"])
+    back = pickle.loads(pickle.dumps(fn))
+    assert back.fs_flags == ("--s3_region_name=x",) and back.write.staging == str(tmp_path)
+    assert back.parse.settings == settings
+
+
+def test_workers_with_runner_dask_is_bad_usage(sample, tmp_path):
+    result = CliRunner().invoke(app, ["ingest", str(sample), "--db", str(tmp_path / "x.db"),
+                                      "--runner", "dask", "--dask-address", "tcp://h:1",
+                                      "--workers", "2"])
+    assert result.exit_code == 2 and "--workers" in result.output
