@@ -35,25 +35,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from dask_cluster import BIN, dask_cluster  # the tests' loopback cluster
 
 
-def _ingest(corpus: Path, db: Path, *flags: str) -> tuple[float, float]:
-    """(whole command seconds, parse phase seconds) of one ingest into a new database."""
+def _ingest(corpus: Path, db: Path, *flags: str) -> tuple[float, float, dict]:
+    """(whole command seconds, parse phase seconds, every phase) of one ingest into a
+    new database."""
     for p in db.parent.glob(db.name + "*"):  # the database, its WAL, a killed run's shards
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     t0 = time.perf_counter()
     proc = subprocess.run([str(BIN / "faultline"), "ingest", str(corpus), "--db", str(db),
                            *flags], capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t0
-    parse = re.search(r"\bparse ([0-9.]+) s", proc.stdout)
-    return round(seconds, 2), float(parse[1]) if parse else float("nan")
+    phases = dict(re.findall(r"\b(discover|parse|load|root causes) ([0-9.]+) s", proc.stdout))
+    return round(seconds, 2), float(phases.get("parse", "nan")), {
+        k: float(v) for k, v in phases.items()}
 
 
 def _best(corpus: Path, workdir: Path, variants: dict[str, list[str]], repeat: int
           ) -> dict[str, dict[str, float]]:
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
+    runs: dict[str, list[tuple[float, float, dict]]] = {k: [] for k in variants}
     for _ in range(repeat):
         for name, flags in variants.items():
             runs[name].append(_ingest(corpus, workdir / f"{name}.duckdb", *flags))
-    return {k: {"wall_s": min(v)[0], "parse_s": min(v)[1]} for k, v in runs.items()}
+    best = {k: min(v, key=lambda r: r[0]) for k, v in runs.items()}
+    return {k: {"wall_s": b[0], "parse_s": b[1], "phases": b[2],
+                "load": round(os.getloadavg()[0], 2)} for k, b in best.items()}
 
 
 def _trivial(address: str, tasks: int) -> float:
@@ -95,7 +99,7 @@ def main() -> None:
                         str(corpus)], check=True, capture_output=True)
     corpus = corpus / "corpus"  # simulate writes the logs there, the truth beside them
     files = [f for f in corpus.rglob("*") if f.is_file()]
-    out: dict = {"corpus": corpus.name, "files": len(files),
+    out: dict = {"corpus": corpus.parent.name, "files": len(files),
                  "mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
                  "load_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
     out.update(_best(corpus, args.workdir, {"in_process": ["--workers", "1"],
