@@ -7,6 +7,8 @@ multi-process mode on every core for a large one: :mod:`faultline.pipeline.worke
 ``--workers N`` to choose) and on any other runner through ``--runner`` / ``--beam-opt``,
 which pass through to Beam's PipelineOptions untouched. The default never tries
 Beam's Prism runner, which recent releases download from the internet at run time.
+``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
+(:mod:`faultline.pipeline.dask_run`: Beam's DaskRunner cannot run ``ReadFromText``).
 """
 
 from __future__ import annotations
