@@ -183,7 +183,10 @@ def _zone_option(value: str | None) -> str | None:
 
 @app.command()
 def ingest(
-    corpus: Annotated[list[Path], typer.Argument(help="Corpus directories or files.")],
+    corpus: Annotated[list[str], typer.Argument(
+        help="Corpus directories or files, or URIs of a Beam filesystem (s3://bucket/logs, "
+        "gs://...; options such as s3_endpoint_url through --beam-opt).",
+        metavar="CORPUS...")],
     db: DbOption,
     tz: Annotated[str | None, typer.Option(
         callback=_zone_option,
@@ -203,7 +206,11 @@ def ingest(
         help="CSV interruption_id,component,note: operator corrections, stored in the "
         "database and kept across later ingests (see faultline overrides).",
         dir_okay=False)] = None,
-    runner: Annotated[str, typer.Option(help="Beam runner name.")] = "DirectRunner",
+    runner: Annotated[str, typer.Option(help="Beam runner name (dask: on a Dask "
+                                        "cluster, see --dask-address).")] = "DirectRunner",
+    dask_address: Annotated[str | None, typer.Option(
+        metavar="tcp://HOST:PORT", help="The scheduler of the Dask cluster --runner dask "
+        "parses on (started with dask scheduler; see docs/scale-out.md).")] = None,
     workers: Annotated[int | None, typer.Option(
         min=1, metavar="N", help="Worker processes (Beam multi-process mode when > 1; "
         "default: 1 below about 200 MB to read, every core above).")] = None,
@@ -247,7 +254,9 @@ def ingest(
         err.print(f"[bold red]faultline ingest:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     site_rules = _site_rules(rules or [])
-    _ingest(corpus, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
+    roots: list[Path | str] = [c if "://" in c else Path(c) for c in corpus]
+    _ingest(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
+            dask_address=dask_address,
             workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
             host_from_path=host_from_path, json_fields=fields)
 
@@ -360,7 +369,7 @@ def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, in
     return on_phase, on_progress, finish
 
 
-def _ingest(corpus: list[Path], db: Path, **kw) -> None:
+def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
     """Ingest with one progress bar per phase and print the summary line."""
     try:
         from faultline.classifiers.weights import WeightsError

@@ -12,14 +12,17 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from apache_beam.io.filesystems import FileSystems
+
 
 def _inside(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def discover(roots: Iterable[Path], exclude: Iterable[Path] = (),
+def discover(roots: Iterable[Path | str], exclude: Iterable[Path] = (),
              skipped: list[tuple[str, str]] | None = None) -> Iterator[str]:
-    """Every regular file below ``roots`` (or the roots themselves, if files).
+    """Every regular file below ``roots`` (or the roots themselves, if files); a root
+    that is a URI is listed through Beam's filesystems (:func:`discover_uri`).
 
     What is passed over on purpose (links out of the corpus, linked directories,
     sockets, unreadable directories) is appended to ``skipped`` as (path, reason), so
@@ -28,10 +31,13 @@ def discover(roots: Iterable[Path], exclude: Iterable[Path] = (),
         if skipped is not None:
             skipped.append((path, reason))
 
+    roots = list(roots)
+    found: list[str] = [p for r in roots if isinstance(r, str) and "://" in r
+                        for p in discover_uri(r)]
+    roots = [r for r in roots if not (isinstance(r, str) and "://" in r)]
     real_roots = [os.path.realpath(r) for r in roots]
     excluded = [os.path.abspath(e) for e in exclude]
     seen: set[str] = set()
-    found: list[str] = []
     for root in roots:
         root_abs = os.path.abspath(root)
         if os.path.isfile(root_abs):
@@ -64,6 +70,21 @@ def discover(roots: Iterable[Path], exclude: Iterable[Path] = (),
         if path not in seen:
             seen.add(path)
             yield path
+
+
+def discover_uri(root: str) -> list[str]:
+    """Every object at or under ``root``, a URI of a Beam filesystem (``s3://b/logs``,
+    ``gs://``, any registered scheme), listed through ``FileSystems.match``: the root
+    itself when it names an object, else everything below ``root/`` (object stores
+    have no directories; keys ending in ``/`` are folder markers, not files). The
+    filesystem's options (endpoint, credentials) must be set before: see
+    ``FileSystems.set_options``."""
+    base = root.rstrip("/")
+    found = {m.path for m in FileSystems.match([base + "/**"])[0].metadata_list
+             if not m.path.endswith("/")}
+    if not found:
+        found = {m.path for m in FileSystems.match([base])[0].metadata_list}
+    return sorted(found)
 
 
 def _is_file(entry: os.DirEntry) -> bool:

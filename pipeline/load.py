@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from faultline.pipeline import hangs_load
 from faultline.pipeline.bundles import SEP
+from faultline.pipeline.objstore import stat_uri
 from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
@@ -103,10 +104,14 @@ def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_wit
         if seen is None:
             continue
         try:
-            st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
-        except OSError:
+            if "://" in path:  # an object store: its size and last-modified time
+                now = stat_uri(path)
+            else:
+                st = os.stat(path)  # noqa: PTH116 (a million paths: no Path objects)
+                now = (st.st_size, st.st_mtime)
+        except OSError:  # BeamIOError too
             continue  # let the parse step record why
-        if (st.st_size, st.st_mtime) == seen:
+        if now == seen:
             same.add(path)
     return same
 

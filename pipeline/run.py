@@ -7,6 +7,8 @@ multi-process mode on every core for a large one: :mod:`faultline.pipeline.worke
 ``--workers N`` to choose) and on any other runner through ``--runner`` / ``--beam-opt``,
 which pass through to Beam's PipelineOptions untouched. The default never tries
 Beam's Prism runner, which recent releases download from the internet at run time.
+``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
+(:mod:`faultline.pipeline.dask_run`: Beam's DaskRunner cannot run ``ReadFromText``).
 """
 
 from __future__ import annotations
@@ -18,18 +20,20 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import apache_beam as beam
 import duckdb
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles, hostpath
-from faultline.pipeline.discover import discover
+from faultline.pipeline import bundles, dask_run, hostpath
+from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
 from faultline.pipeline.parsers import hosts, joblog, sacct, slurmctld
@@ -101,9 +105,14 @@ class IngestSummary:
         return f"{head} ({runs or 'none'}); faultline report shows one run (--run NAME)"
 
 
+def beam_flags(beam_opts: list[str]) -> list[str]:
+    """``--beam-opt`` values as Beam's command-line flags (the leading ``--`` optional)."""
+    return [o if o.startswith("--") else f"--{o}" for o in beam_opts]
+
+
 def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
     """The runner to use and Beam's options, from faultline's flags."""
-    flags = [o if o.startswith("--") else f"--{o}" for o in beam_opts]
+    flags = beam_flags(beam_opts)
     if workers > 1:
         flags += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}",
                   "--default_sdk_harness_log_level=ERROR"]
@@ -264,10 +273,10 @@ class NothingRecognized(IngestError):
     """The corpus named on the command line holds no file of any known log source."""
 
 
-def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | None = None,
-           run: str | None = None, overrides: Path | None = None,
+def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
+           year: int | None = None, run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int | None = None,
-           beam_opts: list[str] | None = None,
+           beam_opts: list[str] | None = None, dask_address: str | None = None,
            shards: str | None = None, batch_size: int = 256,
            progress: Callable[[int, int], None] | None = None,
            rules: tuple[str, ...] = (),
@@ -292,15 +301,38 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
     not exist before removes the file it created, so nothing is left behind. A corpus
     in which no file is of a known source raises :class:`NothingRecognized` before
     anything is loaded.
+
+    A corpus root may be a URI of a Beam filesystem (``s3://bucket/logs``, ``gs://``...),
+    listed and read through ``FileSystems`` with the options in ``beam_opts``
+    (``s3_endpoint_url=...``). ``runner`` ``dask`` parses on the Dask cluster whose
+    scheduler ``dask_address`` names (:mod:`faultline.pipeline.dask_run`); it is
+    reached, or the run fails, before any file is read.
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
     from faultline.classifiers import overrides as ov
 
     t0 = time.perf_counter()
     phase = on_phase or (lambda _name: None)
+    flags = beam_flags(beam_opts or [])
+    if any(isinstance(root, str) and "://" in root for root in corpus):
+        FileSystems.set_options(PipelineOptions(flags))  # the driver lists and reads too
+    corpus = [root if isinstance(root, str) and "://" in root else Path(root)
+              for root in corpus]
     for root in corpus:
-        if not root.exists():
+        if not _exists(root):
             raise IngestError(f"{root}: no such file or directory")
+    dask_workers = 0
+    if dask_run.is_dask(runner):
+        if workers is not None:
+            raise IngestError("--workers is for the local runner; on Dask, start as many "
+                              "dask worker processes as you want")
+        try:
+            flags += dask_run.address_flags(dask_address, flags)
+            dask_workers = dask_run.check_scheduler(PipelineOptions(flags))
+        except dask_run.DaskUnavailable as exc:
+            raise IngestError(str(exc)) from exc
+    elif dask_address is not None:
+        raise IngestError("--dask-address is for --runner dask")
     corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
     db = db.resolve()
     try:
@@ -341,9 +373,13 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             phases["discover"] = time.perf_counter() - t0
             phase("parse")
             if todo:
-                _parse(todo, staging, settings, runner,
-                       resolve_workers(workers, runner, todo),
-                       beam_opts or [], batch_size, progress)
+                if dask_workers:
+                    _parse_on_dask(todo, staging, settings, flags, batch_size,
+                                   dask_workers, progress)
+                else:
+                    _parse(todo, staging, settings, runner,
+                           resolve_workers(workers, runner, todo),
+                           beam_opts or [], batch_size, progress)
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))
@@ -384,7 +420,7 @@ def _refuse_foreign(db: Path) -> None:
                           "tables); give --db a new file or one faultline wrote")
 
 
-def _nothing_message(corpus: list[Path], files: int) -> str:
+def _nothing_message(corpus: Sequence[Path | str], files: int) -> str:
     where = ", ".join(str(c) for c in corpus)
     if not files:
         return f"no cluster logs recognized under {where}: no files"
@@ -393,7 +429,7 @@ def _nothing_message(corpus: list[Path], files: int) -> str:
 
 
 def _require_recognized(con: duckdb.DuckDBPyConnection, staging: Path, paths: list[str],
-                        todo: Listing, corpus: list[Path], files: int) -> None:
+                        todo: Listing, corpus: Sequence[Path | str], files: int) -> None:
     """Stop before loading when not one file of this run is of a known source: the
     files just parsed (their shards) and the unchanged ones stored by an earlier run."""
     pattern = staging / "files" / "*.parquet"
@@ -458,6 +494,35 @@ def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: s
         raise
     finally:
         done.set()
+
+
+def _parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
+                   flags: list[str], batch_size: int, workers: int,
+                   progress: Callable[[int, int], None] | None) -> None:
+    """:func:`_parse` on a Dask cluster (:func:`faultline.pipeline.dask_run.run`)."""
+    staging.local.mkdir(parents=True, exist_ok=True)
+    done = _watch(staging.local, len(paths), progress)
+    try:
+        with _beam_output_to(staging.local / BEAM_LOG):
+            dask_run.run(paths, settings, staging.uri, flags, batch_size, workers)
+    except dask_run.DaskUnavailable as exc:
+        raise IngestError(str(exc)) from exc
+    except Exception as exc:
+        if _is_interrupt(exc):
+            raise KeyboardInterrupt from exc
+        raise IngestError(f"the Dask run failed: {dask_run.describe(exc)}") from exc
+    finally:
+        done.set()
+
+
+def _exists(root: Path | str) -> bool:
+    """A local path that exists, or a URI with at least one object at or under it."""
+    if isinstance(root, Path):
+        return root.exists()
+    try:
+        return bool(discover_uri(root))
+    except (BeamIOError, ValueError) as exc:
+        raise IngestError(f"{root}: cannot list it: {str(exc).splitlines()[0]}") from exc
 
 
 BEAM_LOG = "beam.log"

@@ -25,14 +25,15 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from faultline.pipeline.fileparse import MAX_PLAIN_BYTES, BatchItem, parse_batch
+from faultline.pipeline.objstore import open_uri, stat_uri
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import TABLES
 
 
 def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
                ) -> tuple[bytes, float | None, str | None]:
-    """A file's bytes as stored, its modification time where the filesystem has one,
-    and what went wrong reading it whole.
+    """A file's bytes as stored, its modification time (an object's last-modified
+    time, for a URI), and what went wrong reading it whole.
 
     A worker holds a whole file (and its decoded text) in memory, so a file over
     ``limit`` bytes, the same bound gzip content gets, is cut at its last line end
@@ -41,13 +42,21 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
         with open(path, "rb") as f:
             data = f.read(limit + 1)
         mtime: float | None = os.stat(path).st_mtime
-    else:
-        with FileSystems.open(path, compression_type="uncompressed") as f:
-            data, mtime = f.read(limit + 1), None
+    else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
+        mtime = stat_uri(path)[1]
+        with open_uri(path) as f:
+            data = f.read(limit + 1)
     if len(data) <= limit:
         return data, mtime, None
     cut = data.rfind(b"\n", 0, limit) + 1 or limit
     return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
+
+
+def batch_key(batch: list[str | list[str]]) -> str:
+    """The name its shards get (``<key>-n<rows>.parquet``): from the batch's first path,
+    so a retried batch overwrites its own shards."""
+    first = batch[0] if isinstance(batch[0], str) else batch[0][0]
+    return hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 class ParseFiles(beam.DoFn):
@@ -58,8 +67,7 @@ class ParseFiles(beam.DoFn):
 
     def process(self, batch: list[str | list[str]]) -> Iterator[tuple[str, str, pa.Table]]:
         parsed = parse_batch(_read_all(batch), self.settings)
-        first = batch[0] if isinstance(batch[0], str) else batch[0][0]
-        key = hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+        key = batch_key(batch)
         for name in TABLES:
             yield key, name, getattr(parsed, name)
 
