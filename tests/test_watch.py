@@ -30,11 +30,11 @@ from faultline.watch import Watcher, changes, render_jsonl, render_text
 
 TZ = "America/Los_Angeles"
 PRESET = f"""
-description = "watch test: 8 hosts, 1.5 days, rotated and gzip files, DST eve"
+description = "watch test: 8 hosts, 2.5 days, rotated and gzip files, DST eve"
 hosts = 8
 spare_hosts = 2
 start = "2024-10-30T08:00:00"
-days = 1.5
+days = 2.5
 tz = "{TZ}"
 host_pattern = "gpu-{{i:03d}}"
 fqdn_suffix = ".hpc.internal"
@@ -103,7 +103,7 @@ def _stop(proc: subprocess.Popen) -> tuple[int, list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def preset(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("preset") / "watchtest.toml"
+    path = tmp_path_factory.mktemp("preset") / "replay-watch.toml"  # the name seeds it
     path.write_text(PRESET, encoding="utf-8")
     return str(path)
 
@@ -167,14 +167,17 @@ def test_watch_after_a_replay_equals_batch(preset, tmp_path):
     printed: list[dict[str, Any]] = []
     watcher = Watcher([live / "corpus"], db, printed.append, tz=TZ)
     rp = Replay(preset, live)
-    moments = rp.moments()
-    steps = [moments[int(i * (len(moments) - 1) / 12)] for i in range(13)]
+    # a cycle at every change of the job records (a start or an end): interruptions
+    # are printed as soon as they exist, and late evidence comes as revisions
+    steps = [rp.moments()[0], *rp._sacct.changes()]
     rp.advance(steps[0])
     assert watcher.cycle().status in ("ok", "waiting")
     from_procs: list[str] = []
     for i, t in enumerate(steps[1:], start=1):
-        rp.advance(t)
-        if i == 5:  # Ctrl-C inside a cycle (its load phase): the database is as it was
+        if t <= rp.now:
+            continue  # the process below was given these steps at once
+        rp.advance(steps[i + 6] if i == 12 else t)
+        if i == 10:  # Ctrl-C inside a cycle (its load phase): the database is as it was
             before = _tables(db)
             proc = _watch_proc(live / "corpus", db, pause="load")
             _until(proc, "faultline: paused at load")
@@ -183,13 +186,14 @@ def test_watch_after_a_replay_equals_batch(preset, tmp_path):
             assert err[-1].startswith("faultline watch: stopped;"), err
             assert _tables(db) == before
             assert not db.with_name(db.name + ".lock").exists()
-        if i == 6:  # a real watch process: a cycle, then Ctrl-C between cycles
+        if i == 12:  # a real watch process on several steps' news: a cycle, then Ctrl-C
             proc = _watch_proc(live / "corpus", db)
             _until(proc, "faultline watch: cycle")
             code, out, err = _stop(proc)
             assert code == 130, err
             assert err[-1].startswith("faultline watch: stopped;"), err
             from_procs += out
+            printed += [json.loads(line) for line in out]
             continue
         res = watcher.cycle()
         assert res.status == "ok", res.message
@@ -205,8 +209,8 @@ def test_watch_after_a_replay_equals_batch(preset, tmp_path):
     assert want["interruptions"], "the preset must interrupt"
 
     procs = [json.loads(line) for line in from_procs]  # every stdout line is JSON
-    records = sorted(printed + procs, key=lambda r: r.get("failed_at") or "")
     assert procs, "the watch process printed what its cycle decided"
+    records = printed  # in the order printed (the process's lines at their place)
     firsts = [r["interruption_id"] for r in records if r["kind"] == "interruption"]
     with duckdb.connect(str(batch), read_only=True) as con:
         final = {iid: (comp, host, gpu) for iid, comp, host, gpu in con.execute(
@@ -221,6 +225,7 @@ def test_watch_after_a_replay_equals_batch(preset, tmp_path):
                     r["was"]["culprit_gpu"]) == verdict[r["interruption_id"]]
         verdict[r["interruption_id"]] = (r["component"], r["culprit_host"], r["culprit_gpu"])
     assert verdict == final
+    assert any(r["kind"] == "revision" for r in records)  # this seed has a late verdict
     for r in records:
         assert r["explain"] == f"faultline explain --db {db.resolve()} {r['interruption_id']}"
 
