@@ -294,3 +294,21 @@ def test_another_process_holding_the_lock_is_waited_for(tmp_path, repo_root):
         res = watcher.cycle()
     assert res.status == "busy" and "another faultline ingest" in res.message
     assert watcher.cycle().status == "ok"  # the next cycle does the work
+
+
+def test_simulate_replay_command_writes_the_batch_corpus(preset, tmp_path):
+    from typer.testing import CliRunner
+
+    from faultline.cli import app
+
+    res = CliRunner().invoke(app, ["simulate", "--preset", preset, "--out",
+                                   str(tmp_path / "live"), "--replay", "--speed", "1e6"])
+    assert res.exit_code == 0, res.output
+    simulate(preset, tmp_path / "batch")
+    for path in (tmp_path / "batch").rglob("*"):
+        if path.is_file():
+            twin = tmp_path / "live" / path.relative_to(tmp_path / "batch")
+            assert twin.read_bytes() == path.read_bytes(), path
+    res = CliRunner().invoke(app, ["simulate", "--preset", preset, "--out",
+                                   str(tmp_path / "x"), "--replay", "--layout", "varlog"])
+    assert res.exit_code == 2 and "--replay writes the canonical layout" in res.output
