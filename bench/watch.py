@@ -85,6 +85,21 @@ def main() -> None:
     err: list[str] = []
     _reader(proc.stdout, out, True)
     _reader(proc.stderr, err, False)
+    try:
+        replay_wall = _drive(rp, err, first, last, args)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+        (work / "watch.stderr").write_text("\n".join(err) + "\n")
+    _results(rp, out, err, first, last, replay_wall, args)
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _drive(rp: Replay, err: list[str], first: float, last: float,
+           args: argparse.Namespace) -> float:
+    """Start the clock once watch's first cycle is done; replay; let watch catch up."""
     _wait_for(err, "cycle 1:", 1800)
     first_cycle = next(ln for ln in err if "cycle 1:" in ln)
     print(f"first cycle (the corpus as it stood): {first_cycle}", flush=True)
@@ -94,15 +109,16 @@ def main() -> None:
         time.sleep(0.2)
     replay_wall = time.monotonic() - w0
     rp.finish()
-    n_lines = len(err)
-    deadline = time.monotonic() + 600
-    while not any(CYCLE.search(ln) for ln in err[n_lines:]):  # a cycle saw the end
-        if time.monotonic() > deadline:
-            raise SystemExit("watch never read the end of the replay")
-        time.sleep(0.2)
-    time.sleep(args.interval * 2)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
+    # the final files may equal the last moment's (then no cycle says anything): give
+    # watch two intervals and its slowest cycle, then stop it
+    slowest = max((float(m.group(3)) for ln in err if (m := CYCLE.search(ln))), default=0)
+    time.sleep(2 * args.interval + slowest)
+    return replay_wall
+
+
+def _results(rp: Replay, out: list[tuple[float, str]], err: list[str], first: float,
+             last: float, replay_wall: float, args: argparse.Namespace) -> None:
+    """The latency table and its summary, on stdout (Markdown for bench/RESULTS.md)."""
 
     # (job, start) -> end time, in the run's order; the next attempt's start record
     rows = [(r[0], s, e) for r, (s, e) in zip(rp._sacct.rows, rp._sacct.times, strict=True)
@@ -142,8 +158,6 @@ def main() -> None:
           f"{statistics.median(cycles[1:]):.1f} s, max {max(cycles[1:]):.1f} s; "
           f"--interval {args.interval:g}, replay {replay_wall:.0f} s wall at "
           f"{args.speed:g}x ({(last - first) / 3600:.1f} h simulated)")
-    if args.workdir is None:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

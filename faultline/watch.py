@@ -157,6 +157,7 @@ class Watcher:
         self.emit = emit
         self.ingest_kw = {"workers": 1, **ingest_kw}
         self.cycles = 0
+        self._ingested = False
         self._fresh = not self.db.exists()  # a new database: nothing was printed yet
 
     def cycle(self) -> CycleResult:
@@ -168,7 +169,7 @@ class Watcher:
         from faultline.pipeline.run import ingest as run_ingest
 
         t0 = time.perf_counter()
-        first = self.cycles == 0
+        first = not self._ingested  # bad input is bad usage until one cycle has worked
         self.cycles += 1
         try:
             summary = run_ingest(self.corpus, self.db, **self.ingest_kw)
@@ -180,6 +181,7 @@ class Watcher:
             if first:
                 raise
             return CycleResult("error", message=str(exc), seconds=time.perf_counter() - t0)
+        self._ingested = True
         try:
             records = self._report()
         except DatabaseBusy as exc:
