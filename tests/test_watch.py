@@ -312,3 +312,28 @@ def test_simulate_replay_command_writes_the_batch_corpus(preset, tmp_path):
     res = CliRunner().invoke(app, ["simulate", "--preset", preset, "--out",
                                    str(tmp_path / "x"), "--replay", "--layout", "varlog"])
     assert res.exit_code == 2 and "--replay writes the canonical layout" in res.output
+
+
+def test_watch_once_prints_each_interruption_then_nothing_again(tmp_path, repo_root):
+    from typer.testing import CliRunner
+
+    from faultline.cli import app
+
+    corpus = repo_root / "fixtures" / "sample" / "corpus"
+    db = tmp_path / "w.duckdb"
+    res = CliRunner().invoke(app, ["watch", str(corpus), "--db", str(db), "--cycles", "1",
+                                   "--interval", "0"])
+    assert res.exit_code == 0, res.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        ids = [i for i, in con.execute("SELECT interruption_id FROM interruptions").fetchall()]
+    explains = [ln for ln in res.stdout.splitlines() if ln.startswith("  faultline explain")]
+    assert sorted(e.rsplit(" ", 1)[1] for e in explains) == sorted(ids) and len(ids) == 26
+    again = CliRunner().invoke(app, ["watch", str(corpus), "--db", str(db), "--cycles", "2",
+                                     "--interval", "0", "--format", "jsonl"])
+    assert again.exit_code == 0 and again.stdout == ""  # a restart prints nothing twice
+
+    filled = tmp_path / "ingested.duckdb"  # a database faultline ingest filled
+    ingest([corpus], filled, workers=1)
+    seen: list[dict] = []
+    assert Watcher([corpus], filled, seen.append).cycle().status == "ok"
+    assert seen == []  # what was there before the watch is known, not news
