@@ -104,7 +104,7 @@ def _group_hang(job_id: str, name: str, first: dict, members: list[int],
     at = {r: entries[r][seq] for r in present if seq in entries[r]}
     if is_p2p:  # only the pair takes part: the peers named by the unfinished ends
         waiting = [r for r, e in at.items() if e[STATE] != "completed"]
-        peers = {p for r in waiting if (p := p2p_peer(at[r][OP], r)) is not None}
+        peers = {p for r in waiting if (p := _peer(at[r][OP], r, members)) is not None}
         involved = sorted(set(waiting) | peers)
     else:
         involved = members
@@ -148,6 +148,16 @@ def _row(job_id: str, name: str, first: dict, members: list[int], seq: int,
                 dtypes={str(r): e[IN_DTYPES] for r, e in sorted(at.items())},
                 ranks=list(members), missing_ranks=sorted(missing), verdict=verdict,
                 culprit_ranks=culprits, evidence_path=evidence, dumps=dumps)
+
+
+def _peer(op: str, rank: int, members: list[int]) -> int | None:
+    """The global rank at the other end of a p2p op: PyTorch names it with the ranks
+    within the group (``ProcessGroupNCCL::send``: ``nccl:send <rank_>-><dst>``), so a
+    pipeline group [3, 11] writes ``send 0->1`` on rank 3."""
+    if rank not in members:
+        return p2p_peer(op, rank)
+    local = p2p_peer(op, members.index(rank))
+    return members[local] if local is not None and 0 <= local < len(members) else None
 
 
 def _members(group: dict) -> list[int]:

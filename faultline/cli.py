@@ -546,7 +546,8 @@ def simulate(
     flight_recorder: Annotated[int, typer.Option(
         metavar="N", min=0,
         help="Also write PyTorch Flight Recorder dumps (one per rank) for N watchdog "
-             "hangs, truth in OUT/truth/hangs.csv (canonical layout).")] = 0,
+             "hangs, one of each scenario first (--preset hangs has all 9), truth in "
+             "OUT/truth/hangs.csv (canonical layout).")] = 0,
     replay: Annotated[bool, typer.Option(
         "--replay", help="Write the corpus over time as a live cluster would (lines "
         "appended in time order on an accelerated clock, sacct.txt refreshed), the truth "

@@ -162,17 +162,20 @@ def hang_words(con: duckdb.DuckDBPyConnection, job_id: str) -> list[str]:
     rows = con.execute("""
         SELECT verdict, coalesce(CAST(pg_id AS VARCHAR), pg_name), pg_desc, op,
                collective_seq_id, culprit_ranks, missing_ranks, culprit_host, culprit_gpu,
-               evidence_path
+               evidence_path, is_p2p, sizes, dtypes
         FROM collective_hangs WHERE job_id = ? ORDER BY is_p2p, pg_name""",
                        [job_id]).fetchall()
     out = []
-    for verdict, pg, desc, op, seq, culprits, missing, host, gpu, path in rows:
+    for (verdict, pg, desc, op, seq, culprits, missing, host, gpu, path, p2p, sizes,
+         dtypes) in rows:
         if verdict == "incomplete_dumps":
             out.append(f"PG {pg} {desc} {op or '?'} #{seq}: no dump from ranks "
                        f"{_ranges(list(missing))}, no culprit named")
         elif culprits:
-            out.append(fr_tier.words(verdict, pg, desc, op, seq, list(culprits), host, gpu)
-                       + f" ({path})")
+            detail = fr_tier.mismatch_detail(op, sizes, dtypes, list(culprits)) \
+                if verdict == "mismatch" else None
+            out.append(fr_tier.words(verdict, pg, desc, op, seq, list(culprits), host, gpu,
+                                     p2p, detail) + f" ({path})")
         else:
             out.append(f"PG {pg} {desc} {op or '?'} #{seq}: every member entered, none "
                        "finished: no single rank stands out")

@@ -578,7 +578,8 @@ FAILURE_RATES = View(
     key=("run", "component"),
     row="run (every run with attempts) and component other than Planned Maintenance, "
         "zero counts included",
-    depends_on=("attempts", "interruptions", "components", "events"),
+    depends_on=("attempts", "interruptions", "components", "events",
+                "effective_training_time"),
     columns=(
         Column("run", S, "Run."),
         Column("component", S, "Component (Table 5 row or Unattributed)."),
@@ -598,9 +599,10 @@ FAILURE_RATES = View(
                "component (host components over their hosts' GPUs), so rows add up.",
                nullable=True, minimum=0.0),
         Column("attempt_days", F64, "Days the run's attempts ran (start to end of each, "
-               "summed).", minimum=0.0),
-        Column("host_days", F64, "Exposure: nodes of each attempt times its days, "
-               "summed.", minimum=0.0),
+               "clipped to the run's first to last training step, summed).",
+               minimum=0.0),
+        Column("host_days", F64, "Exposure: nodes of each attempt times its days "
+               "(clipped as in attempt_days), summed.", minimum=0.0),
         Column("gpu_days", F64, "Exposure: host_days times gpus_per_host.", minimum=0.0),
         Column("gpus_per_host", F64, "Median GPUs per host in the inventory files; 8 "
                "when no inventory was read (see gpus_per_host_from).", minimum=0.0),
@@ -618,13 +620,20 @@ gph AS (
     FROM inventory
 ),
 last_seen AS (SELECT max(ts) AS ts FROM events),
+-- Each attempt clipped to the run's calendar: the span report divides by (first to
+-- last training step), so rates and the report's per-day figure share one calendar.
+clipped AS (
+    SELECT a.run, a.nodes,
+           greatest(epoch(a.started_at), coalesce(epoch(t.first_step), -1e18)) AS lo,
+           least(epoch(coalesce(a.ended_at, l.ts, a.started_at)),
+                 coalesce(epoch(t.last_step), 1e18)) AS hi
+    FROM attempts a CROSS JOIN last_seen l
+    LEFT JOIN effective_training_time t ON t.run = a.run
+),
 exposure AS (
-    SELECT a.run,
-           sum(greatest(epoch(coalesce(a.ended_at, l.ts, a.started_at))
-                        - epoch(a.started_at), 0)) / 86400.0 AS attempt_days,
-           sum(a.nodes * greatest(epoch(coalesce(a.ended_at, l.ts, a.started_at))
-                                  - epoch(a.started_at), 0)) / 86400.0 AS host_days
-    FROM attempts a CROSS JOIN last_seen l GROUP BY a.run
+    SELECT run, sum(greatest(hi - lo, 0)) / 86400.0 AS attempt_days,
+           sum(nodes * greatest(hi - lo, 0)) / 86400.0 AS host_days
+    FROM clipped GROUP BY run
 ),
 counts AS (
     SELECT run, component, count(*) AS n FROM interruptions WHERE NOT planned

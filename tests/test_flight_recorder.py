@@ -134,6 +134,59 @@ def test_p2p_aligned_by_p2p_seq_id_names_the_peer_that_never_posted() -> None:
         True, 7, "never_entered", [1])
 
 
+def test_p2p_in_a_subgroup_is_read_with_the_ranks_within_the_group() -> None:
+    # ProcessGroupNCCL names p2p ops with group ranks: in PP group [1, 3], rank 1 sends
+    # "send 0->1" to rank 3; rank 3 never posted its recv
+    groups = {"0": ("default_pg", [0, 1, 2, 3]), "5": ("PIPELINE_MODEL_PARALLEL_GROUP", [1, 3])}
+    raws = {}
+    for r in range(4):
+        es = [entry(r, 1, "completed")]
+        if r in (1, 3):
+            es.append(entry(r, 1, "completed", op="send 0->1" if r == 1 else "recv 1<-0",
+                            pg="5", desc="PIPELINE_MODEL_PARALLEL_GROUP", p2p=1, is_p2p=True))
+        if r == 1:
+            es.append(entry(r, 1, "started", op="send 0->1", pg="5",
+                            desc="PIPELINE_MODEL_PARALLEL_GROUP", p2p=2, is_p2p=True))
+        raws[r] = dump(es, {n: g for n, g in groups.items() if r in g[1]})
+    [h] = analyse("77", summaries(raws))
+    assert (h.pg_name, h.is_p2p, h.collective_seq_id, h.verdict, h.culprit_ranks,
+            h.missing_ranks, h.ranks) == ("5", True, 2, "never_entered", [3], [1, 3], [1, 3])
+
+
+def test_p2p_posted_on_both_ends_blames_the_end_that_never_started() -> None:
+    groups = {"0": ("default_pg", [0, 1])}
+    r0 = [entry(0, 0, "started", op="send 0->1", p2p=9, is_p2p=True)]
+    r1 = [entry(1, 0, "scheduled", op="recv 1<-0", p2p=9, is_p2p=True)]
+    [h] = analyse("77", summaries({0: dump(r0, groups), 1: dump(r1, groups)}))
+    assert (h.is_p2p, h.verdict, h.culprit_ranks, h.missing_ranks, h.op) == (
+        True, "not_completed", [1], [0, 1], "recv 1<-0 | send 0->1")
+
+
+def test_p2p_peer_without_a_dump_is_incomplete_not_guessed() -> None:
+    groups = {"0": ("default_pg", [0, 1, 2])}
+    raws = {0: dump([entry(0, 0, "started", op="send 0->2", p2p=4, is_p2p=True)], groups),
+            1: dump([], groups)}
+    hangs = analyse("77", summaries(raws))
+    p2p = [h for h in hangs if h.is_p2p]
+    assert [(h.verdict, h.missing_ranks, h.culprit_ranks) for h in p2p] == [
+        ("incomplete_dumps", [2], [])]
+
+
+def test_mismatched_dtypes_and_no_majority() -> None:
+    raws = {r: dump([entry(r, 1, "completed"),
+                     entry(r, 2, "started", dtype="BFloat16" if r == 3 else "Float")], G4)
+            for r in range(4)}
+    [h] = analyse("77", summaries(raws))
+    assert (h.verdict, h.culprit_ranks) == ("mismatch", [3])
+    assert h.dtypes["3"] == ["BFloat16"] and h.dtypes["0"] == ["Float"]
+    # two ranks, two different ops: no majority, both are suspects
+    g2 = {"0": ("default_pg", [0, 1])}
+    raws = {r: dump([entry(r, 1, "started", op="all_reduce" if r else "broadcast")], g2)
+            for r in range(2)}
+    [h] = analyse("77", summaries(raws))
+    assert (h.verdict, h.culprit_ranks) == ("mismatch", [0, 1])
+
+
 def test_rank_comes_from_the_file_name() -> None:
     assert fr.rank_from_path("/x/nccl_trace_rank_12") == 12
     assert fr.rank_from_path("/x/fr_dump_12") == 12

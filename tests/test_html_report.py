@@ -358,14 +358,22 @@ def test_projection_charts_carry_the_runs_rate(html, con):
     charts = specs(html)
     scale = values(charts["scale"])
     per_gpu_day = proj["measured"]["unexpected"] / proj["measured"]["gpu_days"]
-    for p in scale:
-        assert p["expected_per_day"] == pytest.approx(per_gpu_day * p["gpus"])
+    e = proj["ettr"]
+    for p in scale:  # per calendar day: (1 - p) / (1 / L + D), L = rate * GPUs
+        lam = per_gpu_day * p["gpus"]
+        assert p["expected_per_day"] == pytest.approx(
+            (1 - e["planned_fraction"]) / (1 / lam + e["downtime_s"] / 86400))
         assert p["expected_low"] < p["expected_per_day"] < p["expected_high"]
+    # The measured dot lies on the line: at the measured size the model gives it back.
+    m = proj["measured"]
+    assert pj.per_calendar_day(per_gpu_day * m["gpus"], e["downtime_s"] / 86400,
+                               e["planned_fraction"]) == pytest.approx(
+        m["unexpected_per_day"], rel=1e-9)
     assert scale[0]["gpus"] == pytest.approx(8) and scale[-1]["gpus"] == pytest.approx(1e6)
     curves = values(charts["ettr"])
     assert {p["size"] for p in curves} >= {"1,024 GPUs", "100,000 GPUs"}
     assert all(0 <= p["ettr"] <= 1 for p in curves)
-    m = pj.Ettr(per_gpu_day * 1024 / 86400, proj["ettr"]["restart_cost_s"],
-                proj["ettr"]["checkpoint_cost_s"])
+    m = pj.Ettr(per_gpu_day * 1024 / 86400, e["startup_s"], e["checkpoint_cost_s"],
+                e["downtime_s"], e["planned_fraction"])
     for p in (p for p in curves if p["size"] == "1,024 GPUs"):
         assert p["ettr"] == pytest.approx(m.at(60 * p["interval_minutes"]))

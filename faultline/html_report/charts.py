@@ -229,8 +229,9 @@ def versus_llama3(rows: list[dict], published_total: int) -> alt.TopLevelMixin:
 
 
 def by_scale(points: list[dict], measured: dict | None) -> alt.TopLevelMixin:
-    """Expected interruptions per day against cluster size, both axes log, with the
-    95% band; the run's own size and rate as a point."""
+    """Expected interruptions per calendar day against cluster size, both axes log,
+    with the 95% band; the run's own size and rate as a point (on the line: the model
+    gives back the measured rate at the measured size)."""
     x = alt.X("gpus:Q", title="GPUs (log scale)", scale=alt.Scale(type="log", nice=False),
               axis=alt.Axis(format="~s"))
     y_scale = alt.Scale(type="log")
@@ -256,7 +257,9 @@ def by_scale(points: list[dict], measured: dict | None) -> alt.TopLevelMixin:
     return _style(layers.properties(
         width="container", height=260,
         title=alt.Title("Expected interruptions per day by cluster size",
-                        subtitle="The run's rate times the GPUs, 95% band; dot: as measured")))
+                        subtitle="Per calendar day: the run's rate times the GPUs, with "
+                        "its measured downtime and planned stops; 95% band; dot: as "
+                        "measured")))
 
 
 def ettr_by_interval(points: list[dict], measured: dict | None) -> alt.TopLevelMixin:

@@ -87,8 +87,7 @@ def simulate(preset_name: str, out: Path, seed: int = 0,
     ett = _write_truth(out, p, seed, cluster, tl, o)
     if hang_truth is not None:
         with (out / "truth" / "hangs.csv").open("w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=["job_id", "interruption", "verdict",
-                                              "culprit_rank", "culprit_host", "culprit_gpu"])
+            w = csv.DictWriter(f, fieldnames=flightrec.TRUTH_FIELDS)
             w.writeheader()
             w.writerows(hang_truth)
     return SimResult(out, o.n_files, o.total_lines, o.total_bytes, len(tl.incidents),
