@@ -315,6 +315,8 @@ _PHASE_LABELS = {"discover": "discover: finding files", "parse": "parse: reading
 _INTERRUPTED_LEAVES = {
     "simulate": "interrupted; the corpus under --out is incomplete; run again to write it",
     "demo": "interrupted; run faultline demo again to finish",
+    "watch": "stopped; the database holds every finished cycle (the one under way was "
+             "rolled back)",
 }
 
 
@@ -555,6 +557,13 @@ def simulate(
         help="Also write PyTorch Flight Recorder dumps (one per rank) for N watchdog "
              "hangs, one of each scenario first (--preset hangs has all 9), truth in "
              "OUT/truth/hangs.csv (canonical layout).")] = 0,
+    replay: Annotated[bool, typer.Option(
+        "--replay", help="Write the corpus over time as a live cluster would (lines "
+        "appended in time order on an accelerated clock, sacct.txt refreshed), the truth "
+        "at the end: for faultline watch (canonical layout; docs/watch.md).")] = False,
+    speed: Annotated[float, typer.Option(
+        metavar="X", min=0.001, help="With --replay: simulated seconds per wall second.")]
+    = 600.0,
 ) -> None:
     """Write a simulated cluster's logs to OUT/corpus, with ground truth in OUT/truth."""
     from faultline.simulate import simulate as run_simulation
@@ -581,7 +590,17 @@ def simulate(
                 tasks[what] = bar.add_task(f"writing {what}", total=n, detail="")
             bar.update(tasks[what], completed=i + 1)
 
-        if layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
+        if replay:
+            if layout != "canonical" or flight_recorder:
+                err.print("[bold red]faultline simulate:[/] --replay writes the canonical "
+                          "layout, without Flight Recorder dumps")
+                raise typer.Exit(EXIT_USAGE)
+            from faultline.simulate.replay import run as run_replay
+
+            err.print(f"faultline simulate: replaying {preset} at {speed:g}x into "
+                      f"{out}/corpus (Ctrl-C stops)")
+            result = run_replay(preset, out, speed, seed=seed, progress=step)
+        elif layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
             result = simulate_in(preset, out, layout, seed=seed, progress=step)
         else:
             result = run_simulation(preset, out, seed=seed, progress=step, layout=layout,
@@ -623,6 +642,16 @@ def _add_overrides_app() -> None:
 
 
 _add_overrides_app()
+
+
+def _add_watch() -> None:
+    """``faultline watch`` lives in its own module (faultline/watch_cli.py)."""
+    from faultline.watch_cli import watch
+
+    app.command()(watch)
+
+
+_add_watch()
 
 
 class _QuietBeamImports(logging.Filter):

@@ -58,6 +58,11 @@ class IngestError(Exception):
     """Bad usage or unreadable input named on the command line (exit 2)."""
 
 
+class DatabaseBusy(IngestError):
+    """Another faultline process holds the database's lock (``faultline watch`` waits
+    for the next cycle instead of stopping)."""
+
+
 @dataclass
 class IngestSummary:
     files: int
@@ -147,7 +152,7 @@ def exclusive(db: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             f.close()
-            raise IngestError(f"another faultline ingest is writing {db}; wait for it to "
+            raise DatabaseBusy(f"another faultline ingest is writing {db}; wait for it to "
                               "finish") from exc
         try:
             same = os.stat(lock_path).st_ino == os.fstat(f.fileno()).st_ino  # noqa: PTH116
