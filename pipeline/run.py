@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles, dask_run, hostpath
+from faultline.pipeline import beamopts, bundles, dask_run, hostpath
 from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, unchanged_paths
@@ -338,6 +338,10 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             raise IngestError(str(exc)) from exc
     elif dask_address is not None:
         raise IngestError("--dask-address is for --runner dask")
+    try:
+        beamopts.check(beam_flags(beam_opts or []))
+    except ValueError as exc:
+        raise IngestError(str(exc)) from exc
     corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
     db = db.resolve()
     try:

@@ -122,3 +122,26 @@ def test_a_duckdb_file_of_someone_else_is_one_line_exit_2(command, node, tmp_pat
         assert con.execute("SELECT table_name FROM information_schema.tables").fetchall() \
             == [("sales",)]  # nothing added to it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.duckdb"]
+
+
+@pytest.mark.parametrize(("flag", "suggests"), [
+    ("direct_num_workrs=2", "direct_num_workers"),
+    ("--s3_endpoint=http://127.0.0.1:1", "s3_endpoint_url"),
+    ("no_such_option_at_all", ""),
+])
+def test_a_beam_opt_typo_is_refused_before_anything_is_written(node, tmp_path, flag, suggests):
+    """Beam only logs "Discarding unparseable args" and runs with other settings than
+    asked for; faultline refuses the flag, names the close ones and writes nothing."""
+    db = tmp_path / "t.duckdb"
+    result = _one_line_exit_2(["ingest", "CORPUS", "--beam-opt", flag], node, db,
+                              "no Beam pipeline option is called")
+    assert suggests in plain(result.output)
+    assert not db.exists()
+
+
+def test_known_beam_opts_pass_the_check():
+    from faultline.pipeline import beamopts
+
+    beamopts.check(["--direct_num_workers=1", "--s3_endpoint_url=http://x", "--num_workers=3",
+                    "--flink_master=localhost:8081", "--runner=DirectRunner"])
+    assert beamopts.unknown(["--direct_num_workrs=2", "positional"]) == ["--direct_num_workrs=2"]
