@@ -36,10 +36,10 @@ def known_flags() -> dict[str, None]:
             continue
         seen.add(cls.__qualname__)
         try:
-            cls._add_argparse_args(parser)  # noqa: SLF001 - Beam's hook for this
+            cls._add_argparse_args(parser)  # Beam's own hook for this
         except argparse.ArgumentError:
             continue
-    return {opt: None for action in parser._actions  # noqa: SLF001
+    return {opt: None for action in parser._actions
             for opt in action.option_strings if opt.startswith("--")}
 
 
