@@ -28,10 +28,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles, hostpath
+from faultline.pipeline import bundles, hostpath, resume_plan
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
-from faultline.pipeline.load import load_shards, unchanged_paths
+from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.parsers import hosts, joblog, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
@@ -76,6 +76,9 @@ class IngestSummary:
     rebuilt: int = 0  # interruptions built by this ingest (all of them without --run)
     overrides_changed: int = 0  # rows the --overrides file added or changed
     overrides_unknown: list[str] = field(default_factory=list)  # ids of no interruption
+    # grown files parsed from where the last run stopped (pipeline/resume.py); the
+    # other new or changed files were read whole
+    resumed: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -353,6 +356,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             with fdb.transaction(con):
                 phase("load")
                 changed = load_shards(con, staging.local) if todo else 0
+                grown = resumed_paths(con) if todo else []
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
                 phase("root causes")
                 n_overrides = ov.put(con, corrections)
@@ -362,6 +366,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
             summary.overrides_changed = n_overrides
+            summary.resumed = grown
             summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
             summary.zone_note, summary.zone_warning = zone.note, zone.warning
@@ -402,7 +407,8 @@ def _require_recognized(con: duckdb.DuckDBPyConnection, staging: Path, paths: li
                               [str(pattern)]).fetchall()
         if new:
             return
-    parsed = {p if isinstance(p, str) else p[0] for p in todo}
+    parsed = {p if isinstance(p, str) else p["path"] if isinstance(p, dict) else p[0]
+              for p in todo}
     stored = {p for p, in con.execute("SELECT path FROM files WHERE source <> 'unknown'")
               .fetchall()}
     if any(p in stored for p in paths if p not in parsed):
@@ -426,7 +432,8 @@ def _created_only_on_success(db: Path) -> Iterator[None]:
         raise
 
 
-Listing = list[str | list[str]]  # paths to read, and [path, reason] for paths not to
+# paths to read, [path, reason] for paths not to, {"path", "resume"} for grown files
+Listing = list[str | list[str] | dict]
 
 
 def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[str, str]],
@@ -437,7 +444,10 @@ def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[
     unchanged = unchanged_paths(con, paths, fingerprint)
     recorded = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
                                "AND parsed_with = ?", [fingerprint]).fetchall())
-    return [p for p in paths if p not in unchanged] + [
+    read = [p for p in paths if p not in unchanged]
+    grown = resume_plan.plan(con, read, fingerprint)  # parsed from where they stopped
+    return [{"path": p, "resume": grown[p].to_json()} if p in grown else p
+            for p in read] + [
         [p, why] for p, why in sorted(skipped) if (p, why) not in recorded]
 
 

@@ -58,16 +58,29 @@ class ParseFiles(beam.DoFn):
 
     def process(self, batch: list[str | list[str]]) -> Iterator[tuple[str, str, pa.Table]]:
         parsed = parse_batch(_read_all(batch), self.settings)
-        first = batch[0] if isinstance(batch[0], str) else batch[0][0]
+        first = _path_of(batch[0])
         key = hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
         for name in TABLES:
-            yield key, name, getattr(parsed, name)
+            table = getattr(parsed, name)
+            if table is not None:
+                yield key, name, table
 
 
-def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
+def _path_of(entry: str | list[str] | dict) -> str:
+    if isinstance(entry, dict):
+        return entry["path"]
+    return entry if isinstance(entry, str) else entry[0]
+
+
+def _read_all(paths: list[str | list[str] | dict]) -> Iterator[BatchItem]:
     """Each file's bytes, read when the parser asks for them. A ``[path, reason]``
-    entry is a path discovery passed over: recorded with its reason, never read."""
+    entry is a path discovery passed over: recorded with its reason, never read. A
+    ``{"path", "resume"}`` entry is a grown file a re-run may parse from a window on
+    (:mod:`faultline.pipeline.resume`)."""
     for path in paths:
+        spec = None
+        if isinstance(path, dict):
+            path, spec = path["path"], path["resume"]
         if not isinstance(path, str):
             yield path[0], b"", None, path[1]
             continue
@@ -76,7 +89,12 @@ def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
         except OSError as exc:  # vanished or unreadable since discovery
             yield path, b"", None, f"unreadable: {exc.strerror or exc}"
         else:
-            yield (path, data, mtime) if problem is None else (path, data, mtime, problem)
+            if problem is not None:
+                yield path, data, mtime, problem
+            elif spec is not None:
+                yield path, data, mtime, None, spec
+            else:
+                yield path, data, mtime
 
 
 class WriteShards(beam.DoFn):

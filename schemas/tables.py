@@ -434,9 +434,37 @@ COLLECTIVE_HANGS = Table(
     ),
 )
 
+FILE_OFFSETS = Table(
+    name="file_offsets",
+    row="plain log file a re-run may read on from where this one stopped",
+    key=("path",),
+    columns=(
+        Column("path", S, "The file (a plain, uncompressed kernel or job log; not an "
+               "archive member)."),
+        Column("read_to", I64, "Byte offset just after the file's last complete line "
+               "(a trailing line without newline is read but not passed: the next run "
+               "reads it again).", minimum=0),
+        Column("prefix_sha256", S, "SHA-256 of bytes [0, read_to): a re-run that finds "
+               "the file grown and this prefix unchanged parses only what follows "
+               "(docs/reruns.md)."),
+    ),
+)
+
+REBUILD_STATE = Table(
+    name="rebuild_state",
+    row="what the stored interruptions were last built from",
+    key=("fingerprint",),
+    columns=(
+        Column("fingerprint", S, "Code, options, overrides and parse settings the last "
+               "root-cause rebuild ran with: a re-run that parses nothing and finds the "
+               "same fingerprint skips the rebuild (docs/reruns.md)."),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS,
+    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS, FILE_OFFSETS,
+    REBUILD_STATE,
 )
 
 

@@ -1,0 +1,90 @@
+"""The driver's half of :mod:`faultline.pipeline.resume`: which of the files a re-run
+must read are grown files it may continue, and from which line.
+
+Reads the database only; what it plans, the worker verifies (the prefix hash) and may
+still turn down (a tail of another shape), reading the file whole instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+import pyarrow as pa
+
+from faultline.pipeline.resume import BACK, HORIZON, Resume
+
+
+def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str
+         ) -> dict[str, Resume]:
+    """``{path: Resume}`` for the paths (to be read this run) stored with a
+    ``file_offsets`` row, parsed with ``fingerprint``, and larger now than then."""
+    if not paths:
+        return {}
+    con.register("plan_paths", pa.table({"path": pa.array(paths, pa.string())}))
+    try:
+        rows = con.execute("""
+            SELECT f.path, f.bytes, f.lines, f.source, f.shape, o.read_to, o.prefix_sha256
+            FROM file_offsets o JOIN files f USING (path)
+            JOIN plan_paths p USING (path)
+            WHERE f.parsed_with = ? AND f.problem IS NULL AND f.duplicate_of IS NULL
+              AND NOT f.compressed
+              AND NOT EXISTS (SELECT 1 FROM files d WHERE d.duplicate_of = f.path)
+        """, [fingerprint]).fetchall()
+    finally:
+        con.unregister("plan_paths")
+    out = {}
+    for path, size, lines, source, shape, read_to, prefix in rows:
+        try:
+            now = os.stat(path).st_size  # noqa: PTH116
+        except OSError:
+            continue
+        if now <= size:  # not grown: truncated, replaced or touched, read whole
+            continue
+        n = lines - (1 if size > read_to else 0)  # complete lines before read_to
+        restart = _restart(con, path, n)
+        out[path] = Resume(read_to=read_to, prefix_sha256=prefix, lines=n,
+                           restart=restart, window=_window(con, path, restart),
+                           source=source, shape=shape,
+                           prior_max_ts=_prior_max(con, path, restart))
+    return out
+
+
+def _min_start(con: duckdb.DuckDBPyConnection, path: str, end_from: int, before: int
+               ) -> int | None:
+    """The first line of the stored events of ``path`` that end at or after line
+    ``end_from`` and start before line ``before``."""
+    (m,), = con.execute("SELECT min(line_no) FROM events WHERE path = ? AND line_end >= ? "
+                        "AND line_no < ?", [path, end_from, before]).fetchall()
+    return m
+
+
+def _restart(con: duckdb.DuckDBPyConnection, path: str, n: int) -> int:
+    """The line from which the stored rows are replaced: the old end (line n + 1, a
+    trailing partial line is read again), or the start of the first stored event
+    ending within HORIZON lines of it, then of any event spanning into that line."""
+    r = n + 1
+    m = _min_start(con, path, max(1, n + 1 - HORIZON), r + 1)
+    r = min(r, m) if m is not None else r
+    while (m := _min_start(con, path, r, r)) is not None:
+        r = m
+    return r
+
+
+def _window(con: duckdb.DuckDBPyConnection, path: str, restart: int) -> int:
+    """BACK lines before ``restart``, and before any stored event spanning into them."""
+    w = max(1, restart - BACK)
+    while (m := _min_start(con, path, w, w)) is not None:
+        w = m
+    return w
+
+
+def _prior_max(con: duckdb.DuckDBPyConnection, path: str, restart: int) -> int | None:
+    """The largest time of an event before ``restart`` that the clock-backwards check
+    counts (timed at parse time, not inherited)."""
+    (m,), = con.execute("""
+        SELECT max(epoch_us(ts)) FROM events
+        WHERE path = ? AND line_no < ? AND ts IS NOT NULL AND ts_quality <> 'inherited'
+          AND attrs->>'boot_seq' IS NULL
+    """, [path, restart]).fetchall()
+    return m
