@@ -29,7 +29,8 @@ Why the rows equal a full read's (``docs/reruns.md`` says the same for users):
   before it (one vectorized pass, the same rule as :mod:`...parsers.kernel`); the
   largest time before ``R`` (the clock-backwards flag) comes from the stored events.
 - Only tails of one shape are resumed: every window and new line of a kernel log is
-  of the file's shape (or blank), so the shape the file's head decided, the boot
+  of the file's shape (or blank; a last line without newline may also be of no shape
+  at all: a line still being written), so the shape the file's head decided, the boot
   segments and the inherited times are those of a full read; a job log must have
   collector stamps and a host from its path (no per-rank host map from the whole
   file) and its window must start at a stamped line.
@@ -169,7 +170,13 @@ def tail(data: bytes, r: Resume, year: int | None, zone: ZoneInfo) -> Tail | Non
     lines = split_lines(decode(body))
     t_year = None
     if r.source == "kernel":
-        if not pl.Series(lines, dtype=pl.String).str.contains(_shape_re(r.shape)).all():
+        col = pl.Series(lines, dtype=pl.String)
+        ok = col.str.contains(_shape_re(r.shape))
+        if not body.endswith(b"\n") and len(lines) > 1:
+            # a line still being written: read like any line (a reject, or an event
+            # timed from the lines above) unless it has another shape of its own
+            ok[-1] = ok[-1] or not col[-1:].str.contains(kernel.SHAPE_PATTERN)[0]
+        if not ok.all():
             return None
         if r.shape == "rfc3164":
             if year is None:

@@ -15,10 +15,11 @@ import pyarrow as pa
 from faultline.pipeline.resume import BACK, HORIZON, Resume
 
 
-def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str
-         ) -> dict[str, Resume]:
+def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
+         sizes: dict[str, int] | None = None) -> dict[str, Resume]:
     """``{path: Resume}`` for the paths (to be read this run) stored with a
-    ``file_offsets`` row, parsed with ``fingerprint``, and larger now than then."""
+    ``file_offsets`` row, parsed with ``fingerprint``, and larger now than then
+    (``sizes``: the current sizes, else each candidate is stat-ed)."""
     if not paths:
         return {}
     con.register("plan_paths", pa.table({"path": pa.array(paths, pa.string())}))
@@ -36,8 +37,8 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str
     out = {}
     for path, size, lines, source, shape, read_to, prefix in rows:
         try:
-            now = os.stat(path).st_size  # noqa: PTH116
-        except OSError:
+            now = sizes[path] if sizes is not None else os.stat(path).st_size  # noqa: PTH116
+        except (OSError, KeyError):
             continue
         if now <= size:  # not grown: truncated, replaced or touched, read whole
             continue

@@ -1,0 +1,182 @@
+"""Re-runs over files that grew, were rotated, truncated or replaced: each case ends
+with the tables equal to one clean ingest of the final files, and a further re-run
+that reads nothing and changes nothing.
+
+The comparison is every table of the schema (tests/snapshot.py), nothing ignored: a
+grown file's stored rows get the final file's sha256 (event ids included), and its
+counts, offsets and mtime are the whole file's. Two databases built from the same
+files at the same paths hold the same rows. One field differs legitimately in one
+case only, and that case says so: ``files.mtime`` after a ``touch``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from snapshot import snapshot
+
+from faultline.pipeline.run import ingest
+
+HOSTS = ("node0000", "node0001")  # rfc3164 and rfc3339 kernel logs
+JOB = "1214274"
+
+
+@pytest.fixture(scope="module")
+def originals(repo_root) -> dict[str, bytes]:
+    src = repo_root / "fixtures" / "sample" / "corpus"
+    out = {f"hosts/{h}/kern.log": (src / "hosts" / h / "kern.log").read_bytes()
+           for h in HOSTS}
+    out[f"jobs/{JOB}/node0005.log"] = (src / "jobs" / JOB / "node0005.log").read_bytes()
+    return out
+
+
+def _corpus(repo_root: Path, dest: Path) -> Path:
+    """A small corpus from the sample: the job records, two hosts (their kern.log
+    only), one job's logs."""
+    src = repo_root / "fixtures" / "sample" / "corpus"
+    c = dest / "corpus"
+    shutil.copytree(src / "slurm", c / "slurm")
+    shutil.copy(src / "hosts.csv", c / "hosts.csv")
+    for h in HOSTS:
+        (c / "hosts" / h).mkdir(parents=True)
+        shutil.copy(src / "hosts" / h / "kern.log", c / "hosts" / h / "kern.log")
+    shutil.copytree(src / "jobs" / JOB, c / "jobs" / JOB)
+    return c
+
+
+def _part(data: bytes, frac: float, mid_line: bool = False) -> bytes:
+    """The first ``frac`` of ``data`` at a line end (``mid_line``: 9 bytes into the
+    next line, a line still being written)."""
+    cut = data.rfind(b"\n", 0, int(len(data) * frac)) + 1
+    return data[:cut + (9 if mid_line else 0)]
+
+
+def _bump(path: Path) -> None:
+    """A later mtime, as a write a second later would leave."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+
+
+Step = Callable[[Path, dict[str, bytes]], None]
+
+
+def _set(rel: str, frac: float, mid_line: bool = False) -> Step:
+    def step(c: Path, orig: dict[str, bytes]) -> None:
+        (c / rel).write_bytes(_part(orig[rel], frac, mid_line))
+        _bump(c / rel)
+    return step
+
+
+def _rotate(rel: str, gz: bool = False) -> Step:
+    """logrotate: (``gz``: name.1 -> name.2.gz,) name -> name.1, a new empty name."""
+    def step(c: Path, orig: dict[str, bytes]) -> None:
+        p = c / rel
+        one = p.with_name(p.name + ".1")
+        if gz:
+            two = p.with_name(p.name + ".2.gz")
+            two.write_bytes(gzip.compress(one.read_bytes(), mtime=0))
+            one.unlink()
+        p.rename(one)
+        p.write_bytes(b"")
+    return step
+
+
+def _append_rest(rel: str, start: float, end: float) -> Step:
+    """Lines [start, end) of the original appended to what the file holds now."""
+    def step(c: Path, orig: dict[str, bytes]) -> None:
+        data = orig[rel]
+        a = data.rfind(b"\n", 0, int(len(data) * start)) + 1
+        b = data.rfind(b"\n", 0, int(len(data) * end)) + 1
+        with (c / rel).open("ab") as f:
+            f.write(data[a:b])
+        _bump(c / rel)
+    return step
+
+
+def _copytruncate(rel: str, then: str) -> Step:
+    """logrotate's copytruncate (name copied to name.1, name emptied), then the
+    writer fills the file again, past its old size, with the content of ``then``: a
+    re-run finds it grown, but not with the bytes it read (the prefix hash)."""
+    def step(c: Path, orig: dict[str, bytes]) -> None:
+        p = c / rel
+        shutil.copy2(p, p.with_name(p.name + ".1"))
+        with p.open("r+b") as f:
+            f.truncate(0)
+        assert len(orig[then]) > p.with_name(p.name + ".1").stat().st_size
+        with p.open("ab") as f:
+            f.write(orig[then])
+        _bump(p)
+    return step
+
+
+def _swap_first_lines(rel: str) -> Step:
+    """Other content of the same size: the first two lines swapped."""
+    def step(c: Path, orig: dict[str, bytes]) -> None:
+        p = c / rel
+        lines = p.read_bytes().splitlines(keepends=True)
+        lines[0], lines[1] = lines[1], lines[0]
+        p.write_bytes(b"".join(lines))
+        _bump(p)
+    return step
+
+
+K0, K1 = (f"hosts/{h}/kern.log" for h in HOSTS)
+J = f"jobs/{JOB}/node0005.log"
+
+# name -> (the files' first state, the steps, each followed by an incremental ingest;
+# which steps must continue a grown file rather than read it whole)
+CASES: dict[str, tuple[list[Step], list[Step], list[set[str]]]] = {
+    # appends, some stopping inside a line (read, and read again once complete)
+    "grown": ([_set(K0, .3), _set(K1, .3), _set(J, .3)],
+              [_set(K0, .5, mid_line=True), _set(K1, .6), _set(J, .5, mid_line=True),
+               _set(K0, .8), _set(K1, .9, mid_line=True), _set(J, .9),
+               _set(K0, 1), _set(K1, 1), _set(J, 1)],
+              [{K0}, {K1}, {J}, {K0}, {K1}, {J}, {K0}, {K1}, {J}]),
+    # kern.log -> kern.log.1 (a new path, read whole), a new kern.log read whole once
+    # (it was empty), then continued
+    "rotated": ([_set(K0, .4)],
+                [_append_rest(K0, .4, .6), _rotate(K0), _append_rest(K0, .6, .8),
+                 _append_rest(K0, .8, 1)],
+                [{K0}, set(), set(), {K0}]),
+    "rotated_gz": ([_set(K1, .3)],
+                   [_rotate(K1), _append_rest(K1, .3, .5), _rotate(K1, gz=True),
+                    _append_rest(K1, .5, .8), _append_rest(K1, .8, 1)],
+                   [set(), set(), set(), set(), {K1}]),
+    # shorter than read: read whole; then continued
+    "truncated": ([_set(K0, .8)], [_set(K0, .3), _append_rest(K0, .3, .6)],
+                  [set(), {K0}]),
+    # copied away, emptied, written again past its old size: the prefix hash differs
+    "copytruncate": ([_set(K1, .5)],
+                     [_copytruncate(K1, then=K0)],
+                     [set()]),
+    # the same size, other bytes, a later mtime: read whole
+    "replaced_same_size": ([], [_swap_first_lines(K0), _swap_first_lines(J)],
+                           [set(), set()]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_changed_file_gives_the_tables_of_a_clean_ingest(case, repo_root, tmp_path,
+                                                          originals):
+    first, steps, continued = CASES[case]
+    c = _corpus(repo_root, tmp_path)
+    for step in first:
+        step(c, originals)
+    db = tmp_path / "inc.duckdb"
+    ingest([c], db)
+    for step, expect in zip(steps, continued, strict=True):
+        step(c, originals)
+        summary = ingest([c], db)
+        got = {str(Path(p).relative_to(c)) for p in summary.resumed}
+        assert got == expect, (case, step, got)
+    clean = tmp_path / "clean.duckdb"
+    ingest([c], clean)
+    assert snapshot(db) == snapshot(clean)
+    again = ingest([c], db)
+    assert again.new_files == 0 and not again.resumed
+    assert snapshot(db) == snapshot(clean)
