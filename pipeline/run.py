@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles, hostpath, resume_plan
+from faultline.pipeline import bundles, hostpath, rebuild_state, resume_plan
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
@@ -79,6 +79,9 @@ class IngestSummary:
     # grown files parsed from where the last run stopped (pipeline/resume.py); the
     # other new or changed files were read whole
     resumed: list[str] = field(default_factory=list)
+    # nothing was parsed and nothing that decides root causes changed: the stored
+    # interruptions were kept (pipeline/rebuild_state.py)
+    rebuild_skipped: bool = False
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -361,12 +364,20 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
                 phase("root causes")
                 n_overrides = ov.put(con, corrections)
                 stored_run = runs.resolve(con, run) if run is not None else None
-                n = interruptions.rebuild(con, run=stored_run)
+                decided_by = rebuild_state.fingerprint(con, settings.fingerprint, stored_run)
+                if not todo and rebuild_state.unchanged(con, decided_by):
+                    n = _stored_count(con, stored_run)  # nothing new: what a rebuild gives
+                    skipped_rebuild = True
+                else:
+                    n = interruptions.rebuild(con, run=stored_run)
+                    rebuild_state.record(con, decided_by)
+                    skipped_rebuild = False
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
             summary.overrides_changed = n_overrides
             summary.resumed = grown
+            summary.rebuild_skipped = skipped_rebuild
             summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
             summary.zone_note, summary.zone_warning = zone.note, zone.warning
@@ -533,6 +544,14 @@ def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, sha
             | "ReadPaths" >> beam.io.ReadFromText(listing)
             | "Decode" >> beam.Map(json.loads)
             | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
+
+
+def _stored_count(con: duckdb.DuckDBPyConnection, run: str | None) -> int:
+    """The interruptions stored (of ``run``): those a rebuild with nothing new builds."""
+    if run is None:
+        return con.execute("SELECT count(*) FROM interruptions").fetchall()[0][0]
+    return con.execute("SELECT count(*) FROM interruptions WHERE run = ?",
+                       [run]).fetchall()[0][0]
 
 
 def _summary(con, seconds: float) -> IngestSummary:

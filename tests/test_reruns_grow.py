@@ -17,9 +17,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pytest
 from snapshot import snapshot
 
+from faultline.classifiers import overrides as ov
 from faultline.pipeline.run import ingest
 
 HOSTS = ("node0000", "node0001")  # rfc3164 and rfc3339 kernel logs
@@ -180,3 +182,48 @@ def test_a_changed_file_gives_the_tables_of_a_clean_ingest(case, repo_root, tmp_
     again = ingest([c], db)
     assert again.new_files == 0 and not again.resumed
     assert snapshot(db) == snapshot(clean)
+
+
+# --- re-runs with nothing new ----------------------------------------------------------
+
+
+def _root_causes(db: Path) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("SELECT interruption_id, component FROM interruptions "
+                           "ORDER BY interruption_id").fetchall()
+
+
+def test_a_rerun_with_nothing_new_keeps_the_interruptions_unless_their_inputs_change(
+        repo_root, tmp_path, originals):
+    """Nothing parsed and the same fingerprint: the rebuild is skipped (and the
+    tables are as a rebuild leaves them). An override stored between runs (as
+    ``faultline override`` does), another ``--run``, or a grown file rebuild."""
+    c = _corpus(repo_root, tmp_path)
+    db = tmp_path / "db.duckdb"
+    first = ingest([c], db)
+    assert not first.rebuild_skipped and first.interruptions > 0
+    before = snapshot(db)
+    again = ingest([c], db)
+    assert again.rebuild_skipped and again.new_files == 0
+    assert (again.interruptions, again.rebuilt) == (first.interruptions, first.rebuilt)
+    assert snapshot(db) == before
+    # an override written outside ingest changes a root cause: the next run rebuilds
+    iid, component = _root_causes(db)[0]
+    other = next(n for n in ov.known_components() if n != component)
+    with duckdb.connect(str(db)) as con:
+        ov.put(con, [ov.Override(iid, other, "test", None, "test", "cli")])
+    overridden = ingest([c], db)
+    assert not overridden.rebuild_skipped
+    assert dict(_root_causes(db))[iid] == other
+    assert ingest([c], db).rebuild_skipped
+    # another --run: rebuilt (that run's rows only), then a plain run rebuilds all
+    with duckdb.connect(str(db), read_only=True) as con:
+        (run,), = con.execute("SELECT min(run) FROM interruptions").fetchall()
+    assert not ingest([c], db, run=run).rebuild_skipped
+    assert ingest([c], db, run=run).rebuild_skipped
+    assert not ingest([c], db).rebuild_skipped
+    # a grown file: parsed, so rebuilt
+    with (c / K0).open("ab") as f:
+        f.write(originals[K0].splitlines(keepends=True)[0])
+    grown = ingest([c], db)
+    assert grown.resumed and not grown.rebuild_skipped
