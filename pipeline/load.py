@@ -166,16 +166,25 @@ def resumed_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [p for p, in con.execute("SELECT path FROM resumed ORDER BY path").fetchall()]
 
 
-def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_with: str
-                    ) -> set[str]:
+def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_with: str,
+                    trusted: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """The paths a re-run need not read again: same size and mtime as when stored, and
-    parsed with the same code and settings. Costs one ``stat`` per known path."""
-    known = {p: (b, m) for p, b, m in con.execute(
-        "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL",
-        [parsed_with]).fetchall()}
+    parsed with the same code and settings. Costs one ``stat`` per known path, except
+    for the paths in ``trusted`` directories, which the caller knows to be stored and
+    unchanged (pipeline/ingest_state.py: sealed directories)."""
+    same = {p for p in paths if p.rpartition("/")[0] in trusted} if trusted else set()
+    query = "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL"
+    if trusted:
+        con.register("trusted_dirs", pa.table({"d": pa.array(sorted(trusted), pa.string())}))
+        query += (" AND regexp_extract(path, '^(.*)/', 1) NOT IN "
+                  "(SELECT d FROM trusted_dirs)")
+    try:
+        known = {p: (b, m) for p, b, m in con.execute(query, [parsed_with]).fetchall()}
+    finally:
+        if trusted:
+            con.unregister("trusted_dirs")
     if not known:
-        return set()
-    same = set()
+        return same
     for path in paths:
         seen = known.get(path)
         if seen is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import bundles, hostpath, rebuild_state, resume_plan
+from faultline.pipeline import bundles, hostpath, ingest_state, resume_plan
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import gunzip
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
@@ -80,13 +81,18 @@ class IngestSummary:
     # other new or changed files were read whole
     resumed: list[str] = field(default_factory=list)
     # nothing was parsed and nothing that decides root causes changed: the stored
-    # interruptions were kept (pipeline/rebuild_state.py)
+    # interruptions were kept (pipeline/ingest_state.py)
     rebuild_skipped: bool = False
+    # files of finished jobs' unchanged directories taken as unchanged without a stat
+    # (a re-run with nothing new: pipeline/ingest_state.py, sealed directories)
+    unchecked: int = 0
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
         # the zone goes last, inside the parentheses: the counts keep their places
-        phases = "; ".join(p for p in (phases, self.zone_note) if p)
+        unchecked = (f"{self.unchecked} files of finished jobs not re-checked"
+                     if self.unchecked else "")
+        phases = "; ".join(p for p in (phases, unchecked, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
@@ -322,31 +328,43 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
         if not paths and not skipped:
             raise NothingRecognized(_nothing_message(corpus, 0))
-        zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
-        if zone.error:
-            raise IngestError(zone.error)
-        facts = corpus_facts(paths, zone.zone)
+        key = ingest_state.inputs(_options(corpus, tz, year, rules, host_from_path,
+                                           json_fields), paths, skipped)
+        con = _open(db) if db.exists() else None  # a re-run: perhaps nothing is new
         try:
-            settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                      window=None if year else facts.window,
-                                      job_windows=facts.jobs, rules=rules,
-                                      known_hosts=facts.hosts,
-                                      host_from_path=host_from_path, json_fields=json_fields)
-        except ValueError as exc:
-            raise IngestError(str(exc)) from exc
-        staging.clear()
-        try:
-            _refuse_foreign(db)
-            con = fdb.connect(db)
-        except SchemaMismatch as exc:
-            raise IngestError(f"{db}: {exc}") from exc
-        except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
-            raise IngestError(fdb.open_error(db, exc)) from exc
-        try:
-            todo = _todo(con, paths, skipped, settings.fingerprint)
+            last = ingest_state.stored(con, key) if con is not None else None
+            trusted = ingest_state.still_sealed(con) if last and con else set()
+            todo = _todo(con, paths, skipped, last[0], trusted) if last and con else None
+            settings, sealed = None, None
+            if todo == []:  # same inputs, every file unchanged: decided as last time
+                parsed_with, zone_note, zone_warning = last
+                unchecked = sum(1 for p in paths if p.rpartition("/")[0] in trusted)
+            else:
+                zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
+                if zone.error:
+                    raise IngestError(zone.error)
+                facts = corpus_facts(paths, zone.zone)
+                try:
+                    settings = IngestSettings(
+                        tz=zone.zone, tz_how=zone.how, year=year,
+                        window=None if year else facts.window, job_windows=facts.jobs,
+                        rules=rules, known_hosts=facts.hosts,
+                        host_from_path=host_from_path, json_fields=json_fields)
+                except ValueError as exc:
+                    raise IngestError(str(exc)) from exc
+                con = con or _open(db)
+                parsed_with, zone_note, zone_warning = (settings.fingerprint, zone.note,
+                                                        zone.warning)
+                # before their files are checked: a file added since changes the mtime
+                sealed = ingest_state.dir_mtimes(
+                    ingest_state.sealable(paths, facts.jobs, facts.window))
+                todo = _todo(con, paths, skipped, parsed_with)
+                unchecked = 0
+            staging.clear()
             phases["discover"] = time.perf_counter() - t0
             phase("parse")
             if todo:
+                assert settings is not None
                 _parse(todo, staging, settings, runner,
                        resolve_workers(workers, runner, todo),
                        beam_opts or [], batch_size, progress)
@@ -364,27 +382,58 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
                 phase("root causes")
                 n_overrides = ov.put(con, corrections)
                 stored_run = runs.resolve(con, run) if run is not None else None
-                decided_by = rebuild_state.fingerprint(con, settings.fingerprint, stored_run)
-                if not todo and rebuild_state.unchanged(con, decided_by):
-                    n = _stored_count(con, stored_run)  # nothing new: what a rebuild gives
-                    skipped_rebuild = True
+                decided_by = ingest_state.rebuild_fingerprint(con, parsed_with, stored_run)
+                skipped_rebuild = not todo and ingest_state.rebuild_unchanged(con, decided_by)
+                if skipped_rebuild:  # nothing new: the stored rows are what it would build
+                    n = _stored_count(con, stored_run)
                 else:
                     n = interruptions.rebuild(con, run=stored_run)
-                    rebuild_state.record(con, decided_by)
-                    skipped_rebuild = False
+                ingest_state.record(con, key, parsed_with, zone_note, zone_warning,
+                                    decided_by)
+                if sealed is not None:
+                    ingest_state.seal(con, sealed)
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
             summary.overrides_changed = n_overrides
             summary.resumed = grown
             summary.rebuild_skipped = skipped_rebuild
+            summary.unchecked = unchecked
             summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
-            summary.zone_note, summary.zone_warning = zone.note, zone.warning
+            summary.zone_note, summary.zone_warning = zone_note, zone_warning
         finally:
-            con.close()
+            if con is not None:
+                con.close()
             staging.clear()
     return summary
+
+
+def _open(db: Path) -> duckdb.DuckDBPyConnection:
+    """The database, created if new; exit 2 for one that is not faultline's."""
+    try:
+        _refuse_foreign(db)
+        return fdb.connect(db)
+    except SchemaMismatch as exc:
+        raise IngestError(f"{db}: {exc}") from exc
+    except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
+        raise IngestError(fdb.open_error(db, exc)) from exc
+
+
+def _options(corpus: list[Path], tz: str | None, year: int | None, rules: tuple[str, ...],
+             host_from_path: str | None, json_fields: tuple[tuple[str, str], ...]
+             ) -> tuple:
+    """The options a run's parse settings derive from, site rules by their content
+    (a rules file that cannot be read gives a key no run stored: IngestSettings then
+    says what is wrong with it)."""
+    texts = []
+    for r in rules:
+        try:
+            texts.append(hashlib.sha256(Path(r).read_bytes()).hexdigest())
+        except OSError:
+            texts.append(f"unreadable {r}")
+    return (tuple(str(c.resolve()) for c in corpus), tz, year, tuple(texts),
+            host_from_path, json_fields)
 
 
 def _refuse_foreign(db: Path) -> None:
@@ -448,11 +497,11 @@ Listing = list[str | list[str] | dict]
 
 
 def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[str, str]],
-          fingerprint: str) -> Listing:
+          fingerprint: str, trusted: set[str] | frozenset[str] = frozenset()) -> Listing:
     """What this run must parse: files not stored yet or changed since (by size, mtime
     and parse settings), and the paths discovery passed over that are not yet recorded
     with that reason (each becomes a ``files`` row saying why it was not read)."""
-    unchanged = unchanged_paths(con, paths, fingerprint)
+    unchanged = unchanged_paths(con, paths, fingerprint, trusted)
     recorded = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
                                "AND parsed_with = ?", [fingerprint]).fetchall())
     read = [p for p in paths if p not in unchanged]

@@ -450,21 +450,42 @@ FILE_OFFSETS = Table(
     ),
 )
 
-REBUILD_STATE = Table(
-    name="rebuild_state",
-    row="what the stored interruptions were last built from",
-    key=("fingerprint",),
+INGEST_STATE = Table(
+    name="ingest_state",
+    row="what the last ingest read and decided (one row)",
+    key=("inputs",),
     columns=(
-        Column("fingerprint", S, "Code, options, overrides and parse settings the last "
+        Column("inputs", S, "Digest of the last run's options and of the paths it found: "
+               "a re-run with the same, every file unchanged (size, mtime), skips the "
+               "zone inference and job-record pre-pass (docs/reruns.md)."),
+        Column("parsed_with", S, "The parse settings' fingerprint that run decided "
+               "(files.parsed_with of what it read)."),
+        Column("zone_note", S, "Which zone zone-less times were read in, and why."),
+        Column("zone_warning", S, "A --tz given against the corpus's evidence.",
+               nullable=True),
+        Column("rebuild", S, "Code, options, overrides and parse settings the last "
                "root-cause rebuild ran with: a re-run that parses nothing and finds the "
-               "same fingerprint skips the rebuild (docs/reruns.md)."),
+               "same skips the rebuild (docs/reruns.md)."),
+    ),
+)
+
+SEALED_DIRS = Table(
+    name="sealed_dirs",
+    row="directory of a finished job whose files a re-run with nothing new does not stat",
+    key=("path",),
+    columns=(
+        Column("path", S, "A jobs/<id>/ directory of a job that ended (sacct) more than "
+               "a day before the newest job record (docs/reruns.md)."),
+        Column("mtime", F64, "The directory's modification time when its files were last "
+               "checked: while it is the same (no file added, removed or renamed in it), "
+               "a re-run with the same inputs takes its files as unchanged."),
     ),
 )
 
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
     XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS, FILE_OFFSETS,
-    REBUILD_STATE,
+    INGEST_STATE, SEALED_DIRS,
 )
 
 

@@ -38,11 +38,16 @@ def originals(repo_root) -> dict[str, bytes]:
 
 
 def _corpus(repo_root: Path, dest: Path) -> Path:
-    """A small corpus from the sample: the job records, two hosts (their kern.log
-    only), one job's logs."""
+    """A small corpus from the sample: job records, two hosts (their kern.log only),
+    one job's logs."""
     src = repo_root / "fixtures" / "sample" / "corpus"
     c = dest / "corpus"
-    shutil.copytree(src / "slurm", c / "slurm")
+    (c / "slurm").mkdir(parents=True)
+    # the job records up to this job's: its log may still grow (it ended less than a
+    # day before the newest record; ingest_state.sealable), older jobs' may not
+    head, *rows = (src / "slurm" / "sacct.txt").read_text().splitlines(keepends=True)
+    (c / "slurm" / "sacct.txt").write_text(head + "".join(
+        r for r in rows if r.split("|")[0].split(".")[0] <= JOB))
     shutil.copy(src / "hosts.csv", c / "hosts.csv")
     for h in HOSTS:
         (c / "hosts" / h).mkdir(parents=True)
@@ -227,3 +232,39 @@ def test_a_rerun_with_nothing_new_keeps_the_interruptions_unless_their_inputs_ch
         f.write(originals[K0].splitlines(keepends=True)[0])
     grown = ingest([c], db)
     assert grown.resumed and not grown.rebuild_skipped
+
+
+def test_a_finished_jobs_directory_is_checked_by_one_stat_on_a_rerun_with_nothing_new(
+        repo_root, tmp_path, originals):
+    """The stated limit of sealed directories (docs/reruns.md): a re-run with nothing
+    new takes the files of a finished job's unchanged directory as unchanged, and
+    says how many; an append there is noticed by the next run with anything new."""
+    c = _corpus(repo_root, tmp_path)
+    old_job = "1214009"  # ended days before the corpus's newest job record
+    shutil.copytree(repo_root / "fixtures" / "sample" / "corpus" / "jobs" / old_job,
+                    c / "jobs" / old_job)
+    db = tmp_path / "db.duckdb"
+    ingest([c], db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        sealed = {Path(p).name for p, in con.execute(
+            "SELECT path FROM sealed_dirs").fetchall()}
+    assert old_job in sealed and JOB not in sealed
+    n_old = sum(1 for _ in (c / "jobs" / old_job).iterdir())
+    log = next(p for p in sorted((c / "jobs" / old_job).iterdir()) if p.suffix == ".log")
+    with log.open("ab") as f:  # a late write into a finished job's log...
+        f.write(log.read_bytes().splitlines(keepends=True)[-1])
+    _bump(log)
+    quick = ingest([c], db)  # ...is not seen by a re-run with nothing else new
+    assert quick.new_files == 0 and quick.unchecked == n_old
+    assert f"{n_old} files of finished jobs not re-checked" in quick.line()
+    with (c / K0).open("ab") as f:  # anything new: every file is checked again
+        f.write(originals[K0].splitlines(keepends=True)[0])
+    _bump(c / K0)
+    full = ingest([c], db)
+    assert full.unchecked == 0 and full.new_files == 2
+    clean = tmp_path / "clean.duckdb"
+    ingest([c], clean)
+    assert snapshot(db) == snapshot(clean)
+    # a file added to a sealed directory changes its mtime: it is checked again
+    (c / "jobs" / old_job / "extra.log").write_bytes(log.read_bytes()[:200])
+    assert ingest([c], db).new_files == 1
