@@ -350,7 +350,7 @@ def _prepare_tail(item: BatchItem, settings: IngestSettings) -> _File | None:
     decides them for the whole file."""
     path, data, mtime = item[0], item[1], item[2]
     r = resume.Resume.from_json(item[4])
-    if len(data) <= r.read_to or data[:2] == b"\x1f\x8b":
+    if len(data) < r.read_to or data[:2] == b"\x1f\x8b":
         return None
     head = decode(data[:4 * SNIFF_BYTES + 4])
     if len(data) <= SNIFF_BYTES:
@@ -503,7 +503,7 @@ class _Rows:
         self.events: dict[str, list] = {c: [] for c in EVENTS.column_names}
         self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
         self.offsets: dict[str, list] = {c: [] for c in FILE_OFFSETS.column_names}
-        self.resumed: dict[str, list] = {"path": [], "restart": []}
+        self.resumed: dict[str, list] = {"path": [], "restart": [], "from_path": []}
 
     def add(self, f: _File, fp: FileParse) -> None:
         event_lines, reject_lines = fp.event_lines, fp.reject_lines
@@ -526,6 +526,7 @@ class _Rows:
         if f.resume is not None:
             self.resumed["path"].append(f.path)
             self.resumed["restart"].append(f.resume.restart)
+            self.resumed["from_path"].append(f.resume.from_path)
         if fp.events:
             self._add_events(f, fp)
         if fp.rejects:
@@ -580,4 +581,5 @@ class _Rows:
 
 # Staging only (never a database table): the files a batch continued from a window.
 RESUMED_SCHEMA = pa.schema([pa.field("path", pa.string(), nullable=False),
-                            pa.field("restart", pa.int64(), nullable=False)])
+                            pa.field("restart", pa.int64(), nullable=False),
+                            pa.field("from_path", pa.string())])

@@ -55,10 +55,16 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
                 [pattern])
     resumed = _shards(staging, "resumed")
-    con.execute("CREATE OR REPLACE TEMP TABLE resumed (path VARCHAR, restart BIGINT)")
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
+                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
     if resumed is not None:
-        con.execute("INSERT INTO resumed SELECT path, restart FROM read_parquet(?)",
-                    [resumed])
+        con.execute("INSERT INTO resumed SELECT path, restart, from_path "
+                    "FROM read_parquet(?)", [resumed])
+    # a rotated file continuing its old name's rows: they are copied to it first
+    # (before the old name, changed too, has its rows replaced)
+    for t in ("files", "events", "rejects"):
+        con.execute(f"INSERT INTO {t} SELECT x.* REPLACE (r.path AS path) "  # noqa: S608
+                    f"FROM {t} x JOIN resumed r ON x.path = r.from_path")
     # Paths whose content and parse settings are unchanged keep their rows (a touched
     # file only gets its new mtime); grown files continued from a window keep their
     # rows before it (_append); the rest are replaced.

@@ -80,13 +80,15 @@ class Resume:
     source: str
     shape: str
     prior_max_ts: int | None  # largest non-inherited event time before ``restart``
+    # a rotated file (kern.log.1) continuing the rows stored for its old name (kern.log)
+    from_path: str | None = None
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: dict) -> Resume:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
 def offsets(data: bytes) -> tuple[int, str, str]:
@@ -146,7 +148,7 @@ def tail(data: bytes, r: Resume, year: int | None, zone: ZoneInfo) -> Tail | Non
     ``year`` is the year a full read gives the file's first rfc3164 line."""
     from faultline.pipeline.fileparse import cap_lines
 
-    if len(data) <= r.read_to or data[:2] == b"\x1f\x8b":
+    if len(data) < r.read_to or data[:2] == b"\x1f\x8b":
         return None
     if hashlib.sha256(memoryview(data)[:r.read_to]).hexdigest() != r.prefix_sha256:
         return None

@@ -19,15 +19,23 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
          sizes: dict[str, int] | None = None) -> dict[str, Resume]:
     """``{path: Resume}`` for the paths (to be read this run) stored with a
     ``file_offsets`` row, parsed with ``fingerprint``, and larger now than then
-    (``sizes``: the current sizes, else each candidate is stat-ed)."""
+    (``sizes``: the current sizes, else each candidate is stat-ed); and for a new
+    ``<name>.1`` whose ``<name>`` is stored so: a rotation, continued from the rows of
+    the old name if the worker finds them at its start (the prefix hash)."""
     if not paths:
         return {}
-    con.register("plan_paths", pa.table({"path": pa.array(paths, pa.string())}))
+    # each path, and the name a rotated new path had before (kern.log.1: kern.log)
+    rotated = [p[:-2] if p.endswith(".1") else None for p in paths]
+    con.register("plan_paths", pa.table({"path": pa.array(paths, pa.string()),
+                                         "old": pa.array(rotated, pa.string())}))
     try:
         rows = con.execute("""
-            SELECT f.path, f.bytes, f.lines, f.source, f.shape, o.read_to, o.prefix_sha256
-            FROM file_offsets o JOIN files f USING (path)
-            JOIN plan_paths p USING (path)
+            SELECT p.path, f.path, f.bytes, f.lines, f.source, f.shape, o.read_to,
+                   o.prefix_sha256
+            FROM plan_paths p
+            JOIN files f ON f.path = p.path
+                OR (f.path = p.old AND p.path NOT IN (SELECT path FROM files))
+            JOIN file_offsets o ON o.path = f.path
             WHERE f.parsed_with = ? AND f.problem IS NULL AND f.duplicate_of IS NULL
               AND NOT f.compressed
               AND NOT EXISTS (SELECT 1 FROM files d WHERE d.duplicate_of = f.path)
@@ -35,19 +43,22 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
     finally:
         con.unregister("plan_paths")
     out = {}
-    for path, size, lines, source, shape, read_to, prefix in rows:
+    for path, stored, size, lines, source, shape, read_to, prefix in rows:
         try:
             now = sizes[path] if sizes is not None else os.stat(path).st_size  # noqa: PTH116
         except (OSError, KeyError):
             continue
-        if now <= size:  # not grown: truncated, replaced or touched, read whole
+        if now <= size and stored == path:  # not grown: truncated, replaced or touched
+            continue
+        if now < read_to:  # a rotated file shorter than what its old name held
             continue
         n = lines - (1 if size > read_to else 0)  # complete lines before read_to
-        restart = _restart(con, path, n)
+        restart = _restart(con, stored, n)
         out[path] = Resume(read_to=read_to, prefix_sha256=prefix, lines=n,
-                           restart=restart, window=_window(con, path, restart),
+                           restart=restart, window=_window(con, stored, restart),
                            source=source, shape=shape,
-                           prior_max_ts=_prior_max(con, path, restart))
+                           prior_max_ts=_prior_max(con, stored, restart),
+                           from_path=None if stored == path else stored)
     return out
 
 

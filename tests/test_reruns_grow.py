@@ -144,23 +144,27 @@ CASES: dict[str, tuple[list[Step], list[Step], list[set[str]]]] = {
                _set(K0, .8), _set(K1, .9, mid_line=True), _set(J, .9),
                _set(K0, 1), _set(K1, 1), _set(J, 1)],
               [{K0}, {K1}, {J}, {K0}, {K1}, {J}, {K0}, {K1}, {J}]),
-    # kern.log -> kern.log.1 (a new path, read whole), a new kern.log read whole once
-    # (it was empty), then continued
+    # kern.log -> kern.log.1: a new path that starts with what was read as kern.log,
+    # so it continues kern.log's rows; the new kern.log is read whole once (it was
+    # empty), then continued
     "rotated": ([_set(K0, .4)],
                 [_append_rest(K0, .4, .6), _rotate(K0), _append_rest(K0, .6, .8),
                  _append_rest(K0, .8, 1)],
-                [{K0}, set(), set(), {K0}]),
+                [{K0}, {K0 + ".1"}, set(), {K0}]),
+    # then kern.log.1 -> kern.log.2.gz (new, gzip: read whole) and kern.log ->
+    # kern.log.1 (a stored path with other bytes now: read whole)
     "rotated_gz": ([_set(K1, .3)],
                    [_rotate(K1), _append_rest(K1, .3, .5), _rotate(K1, gz=True),
                     _append_rest(K1, .5, .8), _append_rest(K1, .8, 1)],
-                   [set(), set(), set(), set(), {K1}]),
+                   [{K1 + ".1"}, set(), set(), set(), {K1}]),
     # shorter than read: read whole; then continued
     "truncated": ([_set(K0, .8)], [_set(K0, .3), _append_rest(K0, .3, .6)],
                   [set(), {K0}]),
-    # copied away, emptied, written again past its old size: the prefix hash differs
+    # copied away (the copy continues the rows read), emptied, written again past its
+    # old size: the prefix hash differs, read whole
     "copytruncate": ([_set(K1, .5)],
                      [_copytruncate(K1, then=K0)],
-                     [set()]),
+                     [{K1 + ".1"}]),
     # the same size, other bytes, a later mtime: read whole
     "replaced_same_size": ([], [_swap_first_lines(K0), _swap_first_lines(J)],
                            [set(), set()]),
