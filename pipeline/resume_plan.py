@@ -42,7 +42,7 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
         """, [fingerprint]).fetchall()
     finally:
         con.unregister("plan_paths")
-    out = {}
+    grown = []
     for path, stored, size, lines, source, shape, read_to, prefix in rows:
         try:
             now = sizes[path] if sizes is not None else os.stat(path).st_size  # noqa: PTH116
@@ -52,51 +52,68 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
             continue
         if now < read_to:  # a rotated file shorter than what its old name held
             continue
+        grown.append((path, stored, size, lines, source, shape, read_to, prefix))
+    events = _events(con, sorted({g[1] for g in grown}))
+    out = {}
+    for path, stored, size, lines, source, shape, read_to, prefix in grown:
         n = lines - (1 if size > read_to else 0)  # complete lines before read_to
-        restart = _restart(con, stored, n)
+        evs = events.get(stored, [])
+        restart = _restart(evs, n)
         out[path] = Resume(read_to=read_to, prefix_sha256=prefix, lines=n,
-                           restart=restart, window=_window(con, stored, restart),
+                           restart=restart, window=_window(evs, restart),
                            source=source, shape=shape,
-                           prior_max_ts=_prior_max(con, stored, restart),
+                           prior_max_ts=max((t for ln, _e, t in evs
+                                             if ln < restart and t is not None),
+                                            default=None),
                            from_path=None if stored == path else stored)
     return out
 
 
-def _min_start(con: duckdb.DuckDBPyConnection, path: str, end_from: int, before: int
-               ) -> int | None:
-    """The first line of the stored events of ``path`` that end at or after line
-    ``end_from`` and start before line ``before``."""
-    (m,), = con.execute("SELECT min(line_no) FROM events WHERE path = ? AND line_end >= ? "
-                        "AND line_no < ?", [path, end_from, before]).fetchall()
-    return m
+Spans = list[tuple[int, int, int | None]]  # (line_no, line_end, ts the flag counts)
 
 
-def _restart(con: duckdb.DuckDBPyConnection, path: str, n: int) -> int:
+def _events(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, Spans]:
+    """The stored events of ``paths`` (one query): their lines, and their time where
+    the clock-backwards check counts it (timed at parse time, not inherited)."""
+    if not paths:
+        return {}
+    con.register("plan_events", pa.table({"path": pa.array(paths, pa.string())}))
+    try:
+        rows = con.execute("""
+            SELECT e.path, e.line_no, e.line_end,
+                   CASE WHEN e.ts IS NOT NULL AND e.ts_quality <> 'inherited'
+                             AND e.attrs->>'boot_seq' IS NULL THEN epoch_us(e.ts) END
+            FROM events e JOIN plan_events p USING (path)
+        """).fetchall()
+    finally:
+        con.unregister("plan_events")
+    out: dict[str, Spans] = {}
+    for path, line_no, line_end, ts in rows:
+        out.setdefault(path, []).append((line_no, line_end, ts))
+    return out
+
+
+def _min_start(evs: Spans, end_from: int, before: int) -> int | None:
+    """The first line of the events that end at or after line ``end_from`` and start
+    before line ``before``."""
+    return min((ln for ln, end, _t in evs if end >= end_from and ln < before), default=None)
+
+
+def _restart(evs: Spans, n: int) -> int:
     """The line from which the stored rows are replaced: the old end (line n + 1, a
     trailing partial line is read again), or the start of the first stored event
     ending within HORIZON lines of it, then of any event spanning into that line."""
     r = n + 1
-    m = _min_start(con, path, max(1, n + 1 - HORIZON), r + 1)
+    m = _min_start(evs, max(1, n + 1 - HORIZON), r + 1)
     r = min(r, m) if m is not None else r
-    while (m := _min_start(con, path, r, r)) is not None:
+    while (m := _min_start(evs, r, r)) is not None:
         r = m
     return r
 
 
-def _window(con: duckdb.DuckDBPyConnection, path: str, restart: int) -> int:
+def _window(evs: Spans, restart: int) -> int:
     """BACK lines before ``restart``, and before any stored event spanning into them."""
     w = max(1, restart - BACK)
-    while (m := _min_start(con, path, w, w)) is not None:
+    while (m := _min_start(evs, w, w)) is not None:
         w = m
     return w
-
-
-def _prior_max(con: duckdb.DuckDBPyConnection, path: str, restart: int) -> int | None:
-    """The largest time of an event before ``restart`` that the clock-backwards check
-    counts (timed at parse time, not inherited)."""
-    (m,), = con.execute("""
-        SELECT max(epoch_us(ts)) FROM events
-        WHERE path = ? AND line_no < ? AND ts IS NOT NULL AND ts_quality <> 'inherited'
-          AND attrs->>'boot_seq' IS NULL
-    """, [path, restart]).fetchall()
-    return m
