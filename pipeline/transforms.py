@@ -50,6 +50,9 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
     return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
 
 
+ALWAYS_WRITTEN = ("files", "events", "rejects")
+
+
 class ParseFiles(beam.DoFn):
     """A batch of paths -> one (table name, Arrow table) per output table."""
 
@@ -62,7 +65,8 @@ class ParseFiles(beam.DoFn):
         key = hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
         for name in TABLES:
             table = getattr(parsed, name)
-            if table is not None:
+            # the resume tables only when they have rows: most batches have none
+            if table is not None and (table.num_rows or name in ALWAYS_WRITTEN):
                 yield key, name, table
 
 
