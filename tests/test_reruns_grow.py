@@ -4,9 +4,10 @@ that reads nothing and changes nothing.
 
 The comparison is every table of the schema (tests/snapshot.py), nothing ignored: a
 grown file's stored rows get the final file's sha256 (event ids included), and its
-counts, offsets and mtime are the whole file's. Two databases built from the same
-files at the same paths hold the same rows. One field differs legitimately in one
-case only, and that case says so: ``files.mtime`` after a ``touch``.
+counts, offsets and mtime are the whole file's; ``ingest_state`` and ``sealed_dirs``
+hold what the last run saw, the same final files for both databases. (Fields that do
+differ legitimately elsewhere: ``files.mtime`` after a touch, in test_reruns.py, and
+the digest of absolute paths in ``ingest_state.inputs`` for a copy at another root.)
 """
 
 from __future__ import annotations
