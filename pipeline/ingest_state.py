@@ -75,6 +75,30 @@ def inputs(options: tuple, paths: list[str], skipped: list[tuple[str, str]]) -> 
     return h.hexdigest()
 
 
+def options(corpus: list[Path], tz: str | None, year: int | None, rules: tuple[str, ...],
+             host_from_path: str | None, json_fields: tuple[tuple[str, str], ...]
+             ) -> tuple:
+    """The options a run's parse settings derive from, site rules by their content
+    (a rules file that cannot be read gives a key no run stored: IngestSettings then
+    says what is wrong with it)."""
+    texts = []
+    for r in rules:
+        try:
+            texts.append(hashlib.sha256(Path(r).read_bytes()).hexdigest())
+        except OSError:
+            texts.append(f"unreadable {r}")
+    return (tuple(str(c.resolve()) for c in corpus), tz, year, tuple(texts),
+            host_from_path, json_fields)
+
+
+def stored_count(con: duckdb.DuckDBPyConnection, run: str | None) -> int:
+    """The interruptions stored (of ``run``): those a rebuild with nothing new builds."""
+    if run is None:
+        return con.execute("SELECT count(*) FROM interruptions").fetchall()[0][0]
+    return con.execute("SELECT count(*) FROM interruptions WHERE run = ?",
+                       [run]).fetchall()[0][0]
+
+
 def stored(con: duckdb.DuckDBPyConnection, key: str
            ) -> tuple[str, str, str | None] | None:
     """``(parsed_with, zone_note, zone_warning)`` of the last run if it had these

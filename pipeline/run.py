@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import sys
@@ -328,8 +327,8 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
         if not paths and not skipped:
             raise NothingRecognized(_nothing_message(corpus, 0))
-        key = ingest_state.inputs(_options(corpus, tz, year, rules, host_from_path,
-                                           json_fields), paths, skipped)
+        key = ingest_state.inputs(ingest_state.options(
+            corpus, tz, year, rules, host_from_path, json_fields), paths, skipped)
         con = _open(db) if db.exists() else None  # a re-run: perhaps nothing is new
         try:
             last = ingest_state.stored(con, key) if con is not None else None
@@ -385,7 +384,7 @@ def ingest(corpus: list[Path], db: Path, *, tz: str | None = None, year: int | N
                 decided_by = ingest_state.rebuild_fingerprint(con, parsed_with, stored_run)
                 skipped_rebuild = not todo and ingest_state.rebuild_unchanged(con, decided_by)
                 if skipped_rebuild:  # nothing new: the stored rows are what it would build
-                    n = _stored_count(con, stored_run)
+                    n = ingest_state.stored_count(con, stored_run)
                 else:
                     n = interruptions.rebuild(con, run=stored_run)
                 ingest_state.record(con, key, parsed_with, zone_note, zone_warning,
@@ -418,22 +417,6 @@ def _open(db: Path) -> duckdb.DuckDBPyConnection:
         raise IngestError(f"{db}: {exc}") from exc
     except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
         raise IngestError(fdb.open_error(db, exc)) from exc
-
-
-def _options(corpus: list[Path], tz: str | None, year: int | None, rules: tuple[str, ...],
-             host_from_path: str | None, json_fields: tuple[tuple[str, str], ...]
-             ) -> tuple:
-    """The options a run's parse settings derive from, site rules by their content
-    (a rules file that cannot be read gives a key no run stored: IngestSettings then
-    says what is wrong with it)."""
-    texts = []
-    for r in rules:
-        try:
-            texts.append(hashlib.sha256(Path(r).read_bytes()).hexdigest())
-        except OSError:
-            texts.append(f"unreadable {r}")
-    return (tuple(str(c.resolve()) for c in corpus), tz, year, tuple(texts),
-            host_from_path, json_fields)
 
 
 def _refuse_foreign(db: Path) -> None:
@@ -593,14 +576,6 @@ def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, sha
             | "ReadPaths" >> beam.io.ReadFromText(listing)
             | "Decode" >> beam.Map(json.loads)
             | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
-
-
-def _stored_count(con: duckdb.DuckDBPyConnection, run: str | None) -> int:
-    """The interruptions stored (of ``run``): those a rebuild with nothing new builds."""
-    if run is None:
-        return con.execute("SELECT count(*) FROM interruptions").fetchall()[0][0]
-    return con.execute("SELECT count(*) FROM interruptions WHERE run = ?",
-                       [run]).fetchall()[0][0]
 
 
 def _summary(con, seconds: float) -> IngestSummary:
