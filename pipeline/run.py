@@ -91,7 +91,9 @@ class IngestSummary:
         # the zone goes last, inside the parentheses: the counts keep their places
         unchecked = (f"{self.unchecked} files of finished jobs not re-checked"
                      if self.unchecked else "")
-        phases = "; ".join(p for p in (phases, unchecked, self.zone_note) if p)
+        grown = (f"{len(self.resumed)} grown files read from where the last run stopped"
+                 if self.resumed else "")
+        phases = "; ".join(p for p in (phases, grown, unchecked, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"

@@ -237,6 +237,7 @@ def test_a_rerun_with_nothing_new_keeps_the_interruptions_unless_their_inputs_ch
         f.write(originals[K0].splitlines(keepends=True)[0])
     grown = ingest([c], db)
     assert grown.resumed and not grown.rebuild_skipped
+    assert "1 grown files read from where the last run stopped" in grown.line()
 
 
 def test_a_finished_jobs_directory_is_checked_by_one_stat_on_a_rerun_with_nothing_new(
