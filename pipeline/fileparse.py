@@ -30,7 +30,7 @@ from pathlib import PurePosixPath
 
 import pyarrow as pa
 
-from faultline.pipeline import bundles, hostpath
+from faultline.pipeline import bundles, hostpath, resume
 from faultline.pipeline.parsers import (
     flight_recorder,
     hosts,
@@ -51,7 +51,7 @@ from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import SLURM_OUT_RE, sniff
 from faultline.pipeline.text import decode, split_lines
 from faultline.pipeline.timeutil import choose_year
-from faultline.schemas.tables import EVENTS, FILES, REJECTS
+from faultline.schemas.tables import EVENTS, FILE_OFFSETS, FILES, REJECTS
 
 BATCH_PARSERS = {
     "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
@@ -97,6 +97,10 @@ class ParsedFile:
     files: pa.Table
     events: pa.Table
     rejects: pa.Table
+    # where a re-run may continue each file (resume.py), and the files this batch
+    # continued: (path, restart line) whose stored rows before that line stay
+    file_offsets: pa.Table | None = None
+    resumed: pa.Table | None = None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -227,7 +231,8 @@ def parse_file(path: str, data: bytes, settings: IngestSettings,
     return parse_batch([(path, data, mtime)], settings)
 
 
-BatchItem = tuple[str, bytes, float | None] | tuple[str, bytes, float | None, str | None]
+BatchItem = (tuple[str, bytes, float | None] | tuple[str, bytes, float | None, str | None]
+             | tuple[str, bytes, float | None, None, dict])
 
 
 def parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> ParsedFile:
@@ -285,7 +290,8 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
             files[j].lines = None
 
     for item in items:
-        f = _prepare(item, settings)
+        f = _prepare_tail(item, settings) if len(item) > 4 else None
+        f = f or _prepare(item[:3] if len(item) > 4 else item, settings)
         files.append(f)
         results.append(None)
         if f.source in BATCH_PARSERS:
@@ -309,7 +315,12 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
     rows = _Rows(settings.fingerprint)
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
-        _flag_clock_backwards(fp)
+        last = None
+        if f.resume is not None:  # a grown file's window: rows of its new lines only
+            r = f.resume
+            fp.events, fp.rejects = resume.shift(fp.events, fp.rejects, f.first, r.restart)
+            fp.lines, fp.shape, last = f.total_lines, r.shape, r.prior_max_ts
+        _flag_clock_backwards(fp, last)
         rows.add(f, fp)
     return rows.tables()
 
@@ -342,6 +353,11 @@ class _File:
     lines: list[str] | None  # for the batched parsers (None once parsed, or for others)
     shape: str | None = None  # an archive's kind (zip, tar)
     data: bytes | None = None  # a binary dump's bytes (flight_recorder), never decoded
+    read_to: int = 0  # bytes up to the last line end, and their sha256 (file_offsets)
+    prefix_sha: str | None = None
+    resume: resume.Resume | None = None  # a grown file parsed from a window on
+    first: int = 1  # 1-based line number of lines[0] (a window's first line)
+    total_lines: int = 0  # a window's file's lines
 
 
 def _with_members(items: Iterable[BatchItem]) -> Iterator[BatchItem]:
@@ -357,10 +373,50 @@ def _with_members(items: Iterable[BatchItem]) -> Iterator[BatchItem]:
         yield item[0], item[1], item[2], "; ".join(problems) or None
 
 
+def _prepare_tail(item: BatchItem, settings: IngestSettings) -> _File | None:
+    """A grown file's window (:mod:`faultline.pipeline.resume`), or None when it
+    must be read whole. Its source, host and year are decided as :func:`_prepare`
+    decides them for the whole file."""
+    path, data, mtime = item[0], item[1], item[2]
+    r = resume.Resume.from_json(item[4])
+    if len(data) < r.read_to or data[:2] == b"\x1f\x8b":
+        return None
+    head = decode(data[:4 * SNIFF_BYTES + 4])
+    if len(data) <= SNIFF_BYTES:
+        head_lines = split_lines(head)
+    elif len(head) > SNIFF_BYTES:
+        head_lines = split_lines(head[:SNIFF_BYTES])
+    else:  # many multi-byte characters: the head's lines are not known cheaply
+        return None
+    if sniff(head_lines, path) != r.source:
+        return None
+    ctx = context_from_path(path, settings.tz, settings)
+    if r.source == "kernel":
+        ctx = dataclasses.replace(ctx, year=syslog_year(head, settings, mtime),
+                                  rules=settings.rule_texts)
+    elif r.source == "job" and ctx.job_id is not None and settings.job_windows:
+        window = settings.job_windows.get(ctx.job_id)
+        if window is not None:
+            ctx = dataclasses.replace(ctx, year=settings.year, job_window=window)
+    t = resume.tail(data, r, ctx.year, ctx.zone)
+    if t is None:
+        return None
+    if t.year is not None:
+        ctx = dataclasses.replace(ctx, year=t.year)
+    read_to, prefix, sha = resume.offsets(data)
+    return _File(path, sha, len(data), mtime, False, None, r.source, ctx, "", t.lines,
+                 read_to=read_to, prefix_sha=prefix, resume=r, first=t.first,
+                 total_lines=t.total_lines)
+
+
 def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     path, data, mtime = item[0], item[1], item[2]
-    sha = hashlib.sha256(data).hexdigest()
     compressed = data[:2] == b"\x1f\x8b"
+    read_to, prefix = 0, None
+    if compressed:
+        sha = hashlib.sha256(data).hexdigest()
+    else:  # one pass hashes the whole file and the part up to its last line end
+        read_to, prefix, sha = resume.offsets(data)
     problem = None
     kind = bundles.archive_kind(path, data) if len(item) < 4 or item[3] is None else None
     if kind is not None:  # read member by member by _with_members, never as text
@@ -399,7 +455,8 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
             ctx = dataclasses.replace(ctx, year=settings.year, job_window=window)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
-                     lines if lines is not None else split_lines(text))
+                     lines if lines is not None else split_lines(text),
+                     read_to=read_to, prefix_sha=prefix)
     return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, text, None)
 
 
@@ -412,9 +469,10 @@ def _dump_context(ctx: ParseContext) -> ParseContext:
 _LINE_NO = attrgetter("line_no")
 
 
-def _flag_clock_backwards(fp: FileParse) -> None:
-    """A clock that goes backwards by more than a second is kept and flagged."""
-    last = None
+def _flag_clock_backwards(fp: FileParse, last: int | None = None) -> None:
+    """A clock that goes backwards by more than a second is kept and flagged
+    (``last``: the largest time before the first line given, for a grown file's
+    window)."""
     for e in sorted(fp.events, key=_LINE_NO):
         if e.ts is None or e.ts_quality == "inherited":
             continue
@@ -473,6 +531,8 @@ class _Rows:
         self.files: dict[str, list] = {c: [] for c in FILES.column_names}
         self.events: dict[str, list] = {c: [] for c in EVENTS.column_names}
         self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
+        self.offsets: dict[str, list] = {c: [] for c in FILE_OFFSETS.column_names}
+        self.resumed: dict[str, list] = {"path": [], "restart": [], "from_path": []}
 
     def add(self, f: _File, fp: FileParse) -> None:
         event_lines, reject_lines = fp.event_lines, fp.reject_lines
@@ -487,6 +547,15 @@ class _Rows:
         }
         for c, values in self.files.items():
             values.append(row[c])
+        if f.prefix_sha is not None and f.read_to and resume.keeps_offset(
+                f.source, fp.shape, f.compressed, f.path, f.problem, f.ctx.host):
+            self.offsets["path"].append(f.path)
+            self.offsets["read_to"].append(f.read_to)
+            self.offsets["prefix_sha256"].append(f.prefix_sha)
+        if f.resume is not None:
+            self.resumed["path"].append(f.path)
+            self.resumed["restart"].append(f.resume.restart)
+            self.resumed["from_path"].append(f.resume.from_path)
         if fp.events:
             self._add_events(f, fp)
         if fp.rejects:
@@ -533,4 +602,13 @@ class _Rows:
             files=pa.Table.from_pydict(self.files, schema=FILES.arrow_schema),
             events=pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema),
             rejects=pa.Table.from_pydict(self.rejects, schema=REJECTS.arrow_schema),
+            file_offsets=pa.Table.from_pydict(self.offsets,
+                                              schema=FILE_OFFSETS.arrow_schema),
+            resumed=pa.Table.from_pydict(self.resumed, schema=RESUMED_SCHEMA),
         )
+
+
+# Staging only (never a database table): the files a batch continued from a window.
+RESUMED_SCHEMA = pa.schema([pa.field("path", pa.string(), nullable=False),
+                            pa.field("restart", pa.int64(), nullable=False),
+                            pa.field("from_path", pa.string())])

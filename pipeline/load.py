@@ -25,9 +25,9 @@ from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
 from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US
 from faultline.schemas.ddl import quote_ident
-from faultline.schemas.tables import ATTEMPTS, EVENTS, FILES, REJECTS
+from faultline.schemas.tables import ATTEMPTS, EVENTS, FILE_OFFSETS, FILES, REJECTS
 
-_TABLES = (FILES, EVENTS, REJECTS)
+_TABLES = (FILES, EVENTS, REJECTS, FILE_OFFSETS)
 
 
 def _shards(staging: Path, name: str) -> str | None:
@@ -55,14 +55,26 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         return 0
     con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
                 [pattern])
+    resumed = _shards(staging, "resumed")
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
+                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
+    if resumed is not None:
+        con.execute("INSERT INTO resumed SELECT path, restart, from_path "
+                    "FROM read_parquet(?)", [resumed])
+    # a rotated file continuing its old name's rows: they are copied to it first
+    # (before the old name, changed too, has its rows replaced)
+    for t in ("files", "events", "rejects"):
+        con.execute(f"INSERT INTO {t} SELECT x.* REPLACE (r.path AS path) "  # noqa: S608
+                    f"FROM {t} x JOIN resumed r ON x.path = r.from_path")
     # Paths whose content and parse settings are unchanged keep their rows (a touched
-    # file only gets its new mtime); the rest are replaced.
+    # file only gets its new mtime); grown files continued from a window keep their
+    # rows before it (_append); the rest are replaced.
     con.execute("""
         CREATE OR REPLACE TEMP TABLE changed AS
         SELECT n.path FROM new_files n
         LEFT JOIN files f ON f.path = n.path AND f.sha256 = n.sha256
                           AND f.parsed_with = n.parsed_with
-        WHERE f.path IS NULL
+        WHERE f.path IS NULL AND n.path NOT IN (SELECT path FROM resumed)
     """)
     con.execute("""
         UPDATE files SET mtime = n.mtime FROM new_files n
@@ -86,19 +98,100 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         # identifiers come from schemas/; the shard path is a parameter
         con.execute(f"INSERT INTO {name} SELECT {cols} FROM read_parquet(?) "  # noqa: S608
                     "WHERE path IN (SELECT path FROM changed)", [shard])
-    return con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
+    n_resumed = _append(con, staging)
+    return con.execute("SELECT count(*) FROM changed").fetchall()[0][0] + n_resumed
 
 
-def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_with: str
-                    ) -> set[str]:
+def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
+    """Grown files parsed from a window on (:mod:`faultline.pipeline.resume`): their
+    stored rows before the window's restart line stay, under the file's new sha256
+    (event ids carry its first 20 hex digits), the shards' rows follow them, and the
+    ``files`` row takes the whole file's counts, as one read of the whole file gives."""
+    n = con.execute("SELECT count(*) FROM resumed").fetchall()[0][0]
+    if not n:
+        return 0
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE resumed_sha AS
+        SELECT r.path, r.restart, n.sha256 FROM resumed r JOIN new_files n USING (path)
+    """)
+    for t in ("events", "rejects"):
+        con.execute(f"DELETE FROM {t} USING resumed_sha r "  # noqa: S608 (constants)
+                    f"WHERE {t}.path = r.path AND {t}.line_no >= r.restart")
+    con.execute("""
+        UPDATE events SET sha256 = r.sha256,
+               event_id = left(r.sha256, 20) || substr(events.event_id, 21)
+        FROM resumed_sha r WHERE events.path = r.path
+    """)
+    con.execute("UPDATE rejects SET sha256 = r.sha256 FROM resumed_sha r "
+                "WHERE rejects.path = r.path")
+    for t in (EVENTS, REJECTS, FILE_OFFSETS):
+        name = quote_ident(t.name)
+        shard = _shards(staging, t.name)
+        if t is FILE_OFFSETS:
+            con.execute(f"DELETE FROM {name} WHERE path IN "  # noqa: S608
+                        "(SELECT path FROM resumed)")
+        if shard is None:
+            continue
+        cols = ", ".join(quote_ident(c) for c in t.column_names)
+        con.execute(f"INSERT INTO {name} SELECT {cols} FROM read_parquet(?) "  # noqa: S608
+                    "WHERE path IN (SELECT path FROM resumed)", [shard])
+    con.execute("""
+        UPDATE files SET sha256 = n.sha256, lines = n.lines, bytes = n.bytes,
+               mtime = n.mtime, problem = n.problem, host = n.host, shape = n.shape,
+               host_from = n.host_from
+        FROM new_files n WHERE files.path = n.path AND n.path IN (SELECT path FROM resumed)
+    """)
+    # counts and host_from over the whole file's rows (fileparse: _Rows.add, _host_from)
+    con.execute("""
+        UPDATE files SET event_lines = c.ev, reject_lines = c.rj,
+               routine_lines = files.lines - c.ev - c.rj,
+               host_from = CASE WHEN files.host IS NOT NULL OR c.n_events = 0
+                                THEN files.host_from
+                                WHEN c.hosted > 0 THEN 'line' ELSE 'none' END
+        FROM (
+            SELECT r.path,
+                   (SELECT count(DISTINCT l) FROM (
+                        SELECT unnest(range(line_no, coalesce(line_end, line_no) + 1)) AS l
+                        FROM events e WHERE e.path = r.path)) AS ev,
+                   (SELECT count(DISTINCT line_no) FROM rejects j WHERE j.path = r.path) AS rj,
+                   (SELECT count(*) FROM events e WHERE e.path = r.path) AS n_events,
+                   (SELECT count(*) FROM events e WHERE e.path = r.path
+                      AND e.host IS NOT NULL AND e.host <> '') AS hosted
+            FROM resumed r
+        ) c
+        WHERE files.path = c.path
+    """)
+    return n
+
+
+def resumed_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The files the last :func:`load_shards` on ``con`` continued from a window."""
+    found = con.execute("SELECT count(*) FROM duckdb_tables() "
+                        "WHERE temporary AND table_name = 'resumed'").fetchall()[0][0]
+    if not found:
+        return []
+    return [p for p, in con.execute("SELECT path FROM resumed ORDER BY path").fetchall()]
+
+
+def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_with: str,
+                    trusted: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """The paths a re-run need not read again: same size and mtime as when stored, and
-    parsed with the same code and settings. Costs one ``stat`` per known path."""
-    known = {p: (b, m) for p, b, m in con.execute(
-        "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL",
-        [parsed_with]).fetchall()}
+    parsed with the same code and settings. Costs one ``stat`` per known path, except
+    for the paths in ``trusted`` directories, which the caller knows to be stored and
+    unchanged (pipeline/ingest_state.py: sealed directories)."""
+    same = {p for p in paths if p.rpartition("/")[0] in trusted} if trusted else set()
+    query = "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL"
+    if trusted:
+        con.register("trusted_dirs", pa.table({"d": pa.array(sorted(trusted), pa.string())}))
+        query += (" AND regexp_extract(path, '^(.*)/', 1) NOT IN "
+                  "(SELECT d FROM trusted_dirs)")
+    try:
+        known = {p: (b, m) for p, b, m in con.execute(query, [parsed_with]).fetchall()}
+    finally:
+        if trusted:
+            con.unregister("trusted_dirs")
     if not known:
-        return set()
-    same = set()
+        return same
     for path in paths:
         seen = known.get(path)
         if seen is None:

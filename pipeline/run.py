@@ -32,10 +32,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import beamopts, bundles, dask_run, hostpath
+from faultline.pipeline import beamopts, bundles, dask_run, hostpath, ingest_state, resume_plan
 from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.fileparse import gunzip
-from faultline.pipeline.load import load_shards, unchanged_paths
+from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.parsers import hosts, joblog, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
@@ -85,11 +85,24 @@ class IngestSummary:
     rebuilt: int = 0  # interruptions built by this ingest (all of them without --run)
     overrides_changed: int = 0  # rows the --overrides file added or changed
     overrides_unknown: list[str] = field(default_factory=list)  # ids of no interruption
+    # grown files parsed from where the last run stopped (pipeline/resume.py); the
+    # other new or changed files were read whole
+    resumed: list[str] = field(default_factory=list)
+    # nothing was parsed and nothing that decides root causes changed: the stored
+    # interruptions were kept (pipeline/ingest_state.py)
+    rebuild_skipped: bool = False
+    # files of finished jobs' unchanged directories taken as unchanged without a stat
+    # (a re-run with nothing new: pipeline/ingest_state.py, sealed directories)
+    unchecked: int = 0
 
     def line(self) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
         # the zone goes last, inside the parentheses: the counts keep their places
-        phases = "; ".join(p for p in (phases, self.zone_note) if p)
+        unchecked = (f"{self.unchecked} files of finished jobs not re-checked"
+                     if self.unchecked else "")
+        grown = (f"{len(self.resumed)} grown files read from where the last run stopped"
+                 if self.resumed else "")
+        phases = "; ".join(p for p in (phases, grown, unchecked, self.zone_note) if p)
         return (f"ingested {self.files} files ({self.new_files} new or changed), "
                 f"{self.lines} lines, {self.events} events, {self.interruptions} "
                 f"interruptions, {self.rejects} rejects in {self.seconds:.1f} s"
@@ -357,31 +370,43 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
         paths = list(discover(corpus, exclude=[staging.local, db], skipped=skipped))
         if not paths and not skipped:
             raise NothingRecognized(_nothing_message(corpus, 0))
-        zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
-        if zone.error:
-            raise IngestError(zone.error)
-        facts = corpus_facts(paths, zone.zone)
+        key = ingest_state.inputs(ingest_state.options(
+            corpus, tz, year, rules, host_from_path, json_fields), paths, skipped)
+        con = _open(db) if db.exists() else None  # a re-run: perhaps nothing is new
         try:
-            settings = IngestSettings(tz=zone.zone, tz_how=zone.how, year=year,
-                                      window=None if year else facts.window,
-                                      job_windows=facts.jobs, rules=rules,
-                                      known_hosts=facts.hosts,
-                                      host_from_path=host_from_path, json_fields=json_fields)
-        except ValueError as exc:
-            raise IngestError(str(exc)) from exc
-        staging.clear()
-        try:
-            _refuse_foreign(db)
-            con = fdb.connect(db)
-        except SchemaMismatch as exc:
-            raise IngestError(f"{db}: {exc}") from exc
-        except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
-            raise IngestError(fdb.open_error(db, exc)) from exc
-        try:
-            todo = _todo(con, paths, skipped, settings.fingerprint)
+            last = ingest_state.stored(con, key) if con is not None else None
+            trusted = ingest_state.still_sealed(con) if last and con else set()
+            todo = _todo(con, paths, skipped, last[0], trusted) if last and con else None
+            settings, sealed = None, None
+            if todo == []:  # same inputs, every file unchanged: decided as last time
+                parsed_with, zone_note, zone_warning = last
+                unchecked = sum(1 for p in paths if p.rpartition("/")[0] in trusted)
+            else:
+                zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
+                if zone.error:
+                    raise IngestError(zone.error)
+                facts = corpus_facts(paths, zone.zone)
+                try:
+                    settings = IngestSettings(
+                        tz=zone.zone, tz_how=zone.how, year=year,
+                        window=None if year else facts.window, job_windows=facts.jobs,
+                        rules=rules, known_hosts=facts.hosts,
+                        host_from_path=host_from_path, json_fields=json_fields)
+                except ValueError as exc:
+                    raise IngestError(str(exc)) from exc
+                con = con or _open(db)
+                parsed_with, zone_note, zone_warning = (settings.fingerprint, zone.note,
+                                                        zone.warning)
+                # before their files are checked: a file added since changes the mtime
+                sealed = ingest_state.dir_mtimes(
+                    ingest_state.sealable(paths, facts.jobs, facts.window))
+                todo = _todo(con, paths, skipped, parsed_with)
+                unchecked = 0
+            staging.clear()
             phases["discover"] = time.perf_counter() - t0
             phase("parse")
             if todo:
+                assert settings is not None
                 if dask_workers:
                     _parse_on_dask(todo, staging, settings, flags, batch_size,
                                    dask_workers, progress)
@@ -398,22 +423,47 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             with fdb.transaction(con):
                 phase("load")
                 changed = load_shards(con, staging.local) if todo else 0
+                grown = resumed_paths(con) if todo else []
                 phases["load"] = time.perf_counter() - t0 - sum(phases.values())
                 phase("root causes")
                 n_overrides = ov.put(con, corrections)
                 stored_run = runs.resolve(con, run) if run is not None else None
-                n = interruptions.rebuild(con, run=stored_run)
+                decided_by = ingest_state.rebuild_fingerprint(con, parsed_with, stored_run)
+                skipped_rebuild = not todo and ingest_state.rebuild_unchanged(con, decided_by)
+                if skipped_rebuild:  # nothing new: the stored rows are what it would build
+                    n = ingest_state.stored_count(con, stored_run)
+                else:
+                    n = interruptions.rebuild(con, run=stored_run)
+                ingest_state.record(con, key, parsed_with, zone_note, zone_warning,
+                                    decided_by)
+                if sealed is not None:
+                    ingest_state.seal(con, sealed)
             phases["root causes"] = time.perf_counter() - t0 - sum(phases.values())
             summary = _summary(con, time.perf_counter() - t0)
             summary.new_files, summary.rebuilt, summary.rebuilt_run = changed, n, stored_run
             summary.overrides_changed = n_overrides
+            summary.resumed = grown
+            summary.rebuild_skipped = skipped_rebuild
+            summary.unchecked = unchecked
             summary.overrides_unknown = ov.unknown_ids(con)
             summary.phases = phases
-            summary.zone_note, summary.zone_warning = zone.note, zone.warning
+            summary.zone_note, summary.zone_warning = zone_note, zone_warning
         finally:
-            con.close()
+            if con is not None:
+                con.close()
             staging.clear()
     return summary
+
+
+def _open(db: Path) -> duckdb.DuckDBPyConnection:
+    """The database, created if new; exit 2 for one that is not faultline's."""
+    try:
+        _refuse_foreign(db)
+        return fdb.connect(db)
+    except SchemaMismatch as exc:
+        raise IngestError(f"{db}: {exc}") from exc
+    except duckdb.Error as exc:  # not a DuckDB file, locked by another program...
+        raise IngestError(fdb.open_error(db, exc)) from exc
 
 
 def _refuse_foreign(db: Path) -> None:
@@ -447,7 +497,8 @@ def _require_recognized(con: duckdb.DuckDBPyConnection, staging: Path, paths: li
                               [str(pattern)]).fetchall()
         if new:
             return
-    parsed = {p if isinstance(p, str) else p[0] for p in todo}
+    parsed = {p if isinstance(p, str) else p["path"] if isinstance(p, dict) else p[0]
+              for p in todo}
     stored = {p for p, in con.execute("SELECT path FROM files WHERE source <> 'unknown'")
               .fetchall()}
     if any(p in stored for p in paths if p not in parsed):
@@ -471,18 +522,22 @@ def _created_only_on_success(db: Path) -> Iterator[None]:
         raise
 
 
-Listing = list[str | list[str]]  # paths to read, and [path, reason] for paths not to
+# paths to read, [path, reason] for paths not to, {"path", "resume"} for grown files
+Listing = list[str | list[str] | dict]
 
 
 def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[str, str]],
-          fingerprint: str) -> Listing:
+          fingerprint: str, trusted: set[str] | frozenset[str] = frozenset()) -> Listing:
     """What this run must parse: files not stored yet or changed since (by size, mtime
     and parse settings), and the paths discovery passed over that are not yet recorded
     with that reason (each becomes a ``files`` row saying why it was not read)."""
-    unchanged = unchanged_paths(con, paths, fingerprint)
+    unchanged = unchanged_paths(con, paths, fingerprint, trusted)
     recorded = set(con.execute("SELECT path, problem FROM files WHERE bytes = 0 "
                                "AND parsed_with = ?", [fingerprint]).fetchall())
-    return [p for p in paths if p not in unchanged] + [
+    read = [p for p in paths if p not in unchanged]
+    grown = resume_plan.plan(con, read, fingerprint)  # parsed from where they stopped
+    return [{"path": p, "resume": grown[p].to_json()} if p in grown else p
+            for p in read] + [
         [p, why] for p, why in sorted(skipped) if (p, why) not in recorded]
 
 

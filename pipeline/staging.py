@@ -24,7 +24,7 @@ from pathlib import Path
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-TABLES = ("files", "events", "rejects")
+TABLES = ("files", "events", "rejects", "file_offsets", "resumed")
 LISTING = "paths.jsonl"
 
 

@@ -52,10 +52,13 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
     return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
 
 
-def batch_key(batch: list[str | list[str]]) -> str:
+ALWAYS_WRITTEN = ("files", "events", "rejects")
+
+
+def batch_key(batch: list[str | list[str] | dict]) -> str:
     """The name its shards get (``<key>-n<rows>.parquet``): from the batch's first path,
     so a retried batch overwrites its own shards."""
-    first = batch[0] if isinstance(batch[0], str) else batch[0][0]
+    first = _path_of(batch[0])
     return hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
@@ -69,13 +72,27 @@ class ParseFiles(beam.DoFn):
         parsed = parse_batch(_read_all(batch), self.settings)
         key = batch_key(batch)
         for name in TABLES:
-            yield key, name, getattr(parsed, name)
+            table = getattr(parsed, name)
+            # the resume tables only when they have rows: most batches have none
+            if table is not None and (table.num_rows or name in ALWAYS_WRITTEN):
+                yield key, name, table
 
 
-def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
+def _path_of(entry: str | list[str] | dict) -> str:
+    if isinstance(entry, dict):
+        return entry["path"]
+    return entry if isinstance(entry, str) else entry[0]
+
+
+def _read_all(paths: list[str | list[str] | dict]) -> Iterator[BatchItem]:
     """Each file's bytes, read when the parser asks for them. A ``[path, reason]``
-    entry is a path discovery passed over: recorded with its reason, never read."""
+    entry is a path discovery passed over: recorded with its reason, never read. A
+    ``{"path", "resume"}`` entry is a grown file a re-run may parse from a window on
+    (:mod:`faultline.pipeline.resume`)."""
     for path in paths:
+        spec = None
+        if isinstance(path, dict):
+            path, spec = path["path"], path["resume"]
         if not isinstance(path, str):
             yield path[0], b"", None, path[1]
             continue
@@ -84,7 +101,12 @@ def _read_all(paths: list[str | list[str]]) -> Iterator[BatchItem]:
         except OSError as exc:  # vanished or unreadable since discovery
             yield path, b"", None, f"unreadable: {exc.strerror or exc}"
         else:
-            yield (path, data, mtime) if problem is None else (path, data, mtime, problem)
+            if problem is not None:
+                yield path, data, mtime, problem
+            elif spec is not None:
+                yield path, data, mtime, None, spec
+            else:
+                yield path, data, mtime
 
 
 class WriteShards(beam.DoFn):

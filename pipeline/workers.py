@@ -45,6 +45,8 @@ def corpus_weight(paths: Iterable[str | list[str]], limit: float = float("inf"))
     """
     total = 0
     for p in paths:
+        if isinstance(p, dict):  # a grown file (resume.py): its size is the upper bound
+            p = p["path"]
         if not isinstance(p, str):
             continue
         try:

@@ -434,9 +434,58 @@ COLLECTIVE_HANGS = Table(
     ),
 )
 
+FILE_OFFSETS = Table(
+    name="file_offsets",
+    row="plain log file a re-run may read on from where this one stopped",
+    key=("path",),
+    columns=(
+        Column("path", S, "The file (a plain, uncompressed kernel or job log; not an "
+               "archive member)."),
+        Column("read_to", I64, "Byte offset just after the file's last complete line "
+               "(a trailing line without newline is read but not passed: the next run "
+               "reads it again).", minimum=0),
+        Column("prefix_sha256", S, "SHA-256 of bytes [0, read_to): a re-run that finds "
+               "the file grown and this prefix unchanged parses only what follows "
+               "(docs/reruns.md)."),
+    ),
+)
+
+INGEST_STATE = Table(
+    name="ingest_state",
+    row="what the last ingest read and decided (one row)",
+    key=("inputs",),
+    columns=(
+        Column("inputs", S, "Digest of the last run's options and of the paths it found: "
+               "a re-run with the same, every file unchanged (size, mtime), skips the "
+               "zone inference and job-record pre-pass (docs/reruns.md)."),
+        Column("parsed_with", S, "The parse settings' fingerprint that run decided "
+               "(files.parsed_with of what it read)."),
+        Column("zone_note", S, "Which zone zone-less times were read in, and why."),
+        Column("zone_warning", S, "A --tz given against the corpus's evidence.",
+               nullable=True),
+        Column("rebuild", S, "Code, options, overrides and parse settings the last "
+               "root-cause rebuild ran with: a re-run that parses nothing and finds the "
+               "same skips the rebuild (docs/reruns.md)."),
+    ),
+)
+
+SEALED_DIRS = Table(
+    name="sealed_dirs",
+    row="directory of a finished job whose files a re-run with nothing new does not stat",
+    key=("path",),
+    columns=(
+        Column("path", S, "A jobs/<id>/ directory of a job that ended (sacct) more than "
+               "a day before the newest job record (docs/reruns.md)."),
+        Column("mtime", F64, "The directory's modification time when its files were last "
+               "checked: while it is the same (no file added, removed or renamed in it), "
+               "a re-run with the same inputs takes its files as unchanged."),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
-    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS,
+    XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS, FILE_OFFSETS,
+    INGEST_STATE, SEALED_DIRS,
 )
 
 
