@@ -75,7 +75,7 @@ def inputs(options: tuple, paths: list[str], skipped: list[tuple[str, str]]) -> 
     return h.hexdigest()
 
 
-def options(corpus: list[Path], tz: str | None, year: int | None, rules: tuple[str, ...],
+def options(corpus: list[Path | str], tz: str | None, year: int | None, rules: tuple[str, ...],
              host_from_path: str | None, json_fields: tuple[tuple[str, str], ...]
              ) -> tuple:
     """The options a run's parse settings derive from, site rules by their content
@@ -87,8 +87,8 @@ def options(corpus: list[Path], tz: str | None, year: int | None, rules: tuple[s
             texts.append(hashlib.sha256(Path(r).read_bytes()).hexdigest())
         except OSError:
             texts.append(f"unreadable {r}")
-    return (tuple(str(c.resolve()) for c in corpus), tz, year, tuple(texts),
-            host_from_path, json_fields)
+    roots = tuple(c if isinstance(c, str) else str(c.resolve()) for c in corpus)  # URIs as given
+    return (roots, tz, year, tuple(texts), host_from_path, json_fields)
 
 
 def stored_count(con: duckdb.DuckDBPyConnection, run: str | None) -> int:
