@@ -49,10 +49,14 @@ def discover(roots: Iterable[Path | str], exclude: Iterable[Path] = (),
             for d in dirs:
                 if d.is_symlink():  # never followed: no loops, nothing from elsewhere
                     skip(d.path, "symlinked directory not followed")
+            # only a directory an excluded path lies in (or under) needs the per-file
+            # check: one test per directory instead of two per file (950k files)
+            here = os.path.dirname(files[0].path) + os.sep if files else ""
+            check = any(s.startswith(here) or here.startswith(s) for s in excluded)
             for entry in files:
                 path = entry.path
-                if excluded and (_inside(path, excluded)
-                                 or any(path.startswith(s) for s in excluded)):
+                if check and (_inside(path, excluded)
+                              or any(path.startswith(s) for s in excluded)):
                     continue
                 if entry.is_symlink():
                     target = os.path.realpath(path)
