@@ -147,7 +147,7 @@ def per_source(db: Path, corpus: Path) -> dict[str, dict[str, float]]:
     import duckdb
 
     from faultline.pipeline.fileparse import parse_batch
-    from faultline.pipeline.run import corpus_facts
+    from faultline.pipeline.prepass import corpus_facts
     from faultline.pipeline.settings import IngestSettings
     from faultline.pipeline.transforms import read_bytes
     from faultline.pipeline.tzevidence import decide_zone

@@ -1,9 +1,10 @@
 """Evidence of the corpus's zone, read before the pipeline, and the zone decision.
 
-:func:`decide_zone` runs on the driver, like ``corpus_window``: it reads a spread
-sample of the files (the heads and tails of kernel logs, the heads of job logs, every
-sacct dump), pairs instants seen both in UTC and in local time, and lets
-:func:`faultline.pipeline.tzinfer.infer_zone` name the zone. The text-to-observation
+:func:`decide_zone` runs on the driver, like the pre-pass
+(:mod:`faultline.pipeline.prepass`): it reads a spread sample of the files (the heads
+and tails of kernel logs, the heads of job logs, every sacct dump), pairs instants seen
+both in UTC and in local time, and lets :func:`faultline.pipeline.tzinfer.infer_zone`
+name the zone. The text-to-observation
 functions are pure; only :func:`gather` reads files.
 
 What pairs an instant (shapes as in ``docs/corpus.md``):

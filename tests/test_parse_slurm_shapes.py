@@ -386,7 +386,7 @@ def test_labels_after_the_batch_scripts_own_output():
 
 
 def test_prepass_job_windows(tmp_path):
-    from faultline.pipeline.run import prepass
+    from faultline.pipeline.prepass import prepass
     dump = ("JobID|JobName|State|Start|End|NodeList\n"
             "81234|llm|NODE_FAIL|2024-07-01T08:00:12|2024-07-01T12:00:31|node[1-2]\n"
             "81234|llm|COMPLETED|2024-07-01T12:10:00|2024-07-02T00:00:00|node[1-2]\n"
@@ -400,7 +400,7 @@ def test_prepass_job_windows(tmp_path):
 
 
 def test_prepass_reads_sacct_json(tmp_path):
-    from faultline.pipeline.run import prepass
+    from faultline.pipeline.prepass import prepass
     path = tmp_path / "sacct.json"
     path.write_bytes((DATA / "sacct-json-clockwork-excerpt.json").read_bytes())
     _window, jobs = prepass([str(path)], "UTC")
