@@ -100,6 +100,11 @@ def watch(
     watcher = Watcher(corpus, db, emit, tz=tz, year=year, run=run, rules=site_rules,
                       host_from_path=host_from_path, json_fields=fields,
                       on_phase=on_phase if pause else None)
+    missing = [c for c in corpus if "://" not in str(c) and not Path(c).exists()]
+    if missing:  # before the banner: a typo is one line, not a watch that never starts
+        err.print(f"[bold red]faultline watch:[/] {escape(str(missing[0]))}: no such file "
+                  "or directory")
+        raise typer.Exit(EXIT_USAGE)
     status(f"watching {', '.join(map(str, corpus))} every {interval:g} s into {db} "
            "(Ctrl-C stops)")
     try:

@@ -276,6 +276,7 @@ def test_bad_corpus_or_db_exit_2_like_ingest(tmp_path, repo_root):
                                    str(tmp_path / "x.duckdb"), "--cycles", "1"])
     assert res.exit_code == 2
     assert "no such file or directory" in res.output
+    assert "watching" not in res.output  # refused before the banner: one line
     bad = tmp_path / "bad.duckdb"
     bad.write_text("not a database")
     corpus = repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
