@@ -243,6 +243,18 @@ def ingest(
     if overrides is not None and not overrides.is_file():
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
+    fields = _source_options("ingest", json_fields, host_from_path)
+    site_rules = _site_rules(rules or [])
+    roots: list[Path | str] = [c if "://" in c else Path(c) for c in corpus]
+    _ingest(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
+            dask_address=dask_address,
+            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
+            host_from_path=host_from_path, json_fields=fields)
+
+def _source_options(command: str, json_fields: str | None,
+                    host_from_path: str | None) -> tuple[tuple[str, str], ...]:
+    """Validate ``--json-fields`` and ``--host-from-path`` before any work (ingest and
+    watch take both); a bad one is bad usage (2). Returns the parsed JSON fields."""
     from faultline.pipeline.hostpath import compile_pattern
     from faultline.pipeline.settings import parse_json_fields
 
@@ -251,14 +263,10 @@ def ingest(
         if host_from_path:
             compile_pattern(host_from_path)
     except ValueError as exc:
-        err.print(f"[bold red]faultline ingest:[/] {exc}")
+        err.print(f"[bold red]faultline {command}:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
-    site_rules = _site_rules(rules or [])
-    roots: list[Path | str] = [c if "://" in c else Path(c) for c in corpus]
-    _ingest(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            dask_address=dask_address,
-            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
-            host_from_path=host_from_path, json_fields=fields)
+    return fields
+
 
 def _site_rules(paths: list[Path]) -> tuple[str, ...]:
     """Validate ``--rules`` files before any work; a malformed one is bad usage (2)."""

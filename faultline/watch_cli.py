@@ -22,6 +22,7 @@ from faultline.cli import (
     DbOption,
     _plain_error,
     _site_rules,
+    _source_options,
     _zone_option,
     err,
 )
@@ -68,18 +69,10 @@ def watch(
     import sys
 
     from faultline.classifiers.weights import WeightsError
-    from faultline.pipeline.hostpath import compile_pattern
     from faultline.pipeline.run import IngestError
-    from faultline.pipeline.settings import parse_json_fields
     from faultline.watch import Watcher, render_jsonl, render_text
 
-    try:
-        fields = parse_json_fields(json_fields)
-        if host_from_path:
-            compile_pattern(host_from_path)
-    except ValueError as exc:
-        err.print(f"[bold red]faultline watch:[/] {exc}")
-        raise typer.Exit(EXIT_USAGE) from exc
+    fields = _source_options("watch", json_fields, host_from_path)
     site_rules = _site_rules(rules or [])
     render = render_jsonl if format is WatchFormat.jsonl else render_text
 
