@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 
 from faultline.simulate.config import load_preset
 from faultline.simulate.corpus import SimResult, simulate
+from faultline.simulate.slurm import _elapsed
 
 SACCT = "slurm/sacct.txt"
 STATIC = ("inventory", "hosts")  # there from the start, whole
@@ -354,14 +355,6 @@ class _SacctRows:
         started = sum(1 for s, _e in self.times if s is not None and s <= t)
         ended = sum(1 for _s, e in self.times if e is not None and e <= t)
         return f"{started}/{ended}"
-
-
-def _elapsed(seconds: float) -> str:
-    s = int(max(seconds, 0))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
 def run(preset: str, out: Path, speed: float, seed: int = 0, tick: float = 0.5,
