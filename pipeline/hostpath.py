@@ -100,9 +100,13 @@ def resolve(path: str, parts: tuple[str, ...], known: frozenset[str] = frozenset
 
 
 def known_hosts(node_lists: Iterable[str], names: Iterable[str]) -> frozenset[str]:
-    """Host names from Slurm node lists (``node[01-04]``) and plain names."""
+    """Host names from Slurm node lists (``node[01-04]``) and plain names.
+
+    Each distinct list is expanded once: a corpus's job records and controller lines
+    repeat the same few lists (llama3: 66k lists, 127 distinct, 2,048 hosts each;
+    expanding every one took 28 s of the run's discovery)."""
     out: set[str] = set()
-    for nl in node_lists:
+    for nl in set(node_lists):
         for item in try_expand_hostlist(nl):
             if item and item.lower() not in ("none", "none assigned"):
                 out.add(item)
