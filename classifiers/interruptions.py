@@ -48,19 +48,30 @@ SYMPTOMS = ("nccl_watchdog", "nccl_watchdog_progress", "nccl_heartbeat", "nccl_w
             "train_error")
 
 
-@dataclass(slots=True)  # ~190k of them on llama3: no per-instance __dict__
+@dataclass(slots=True)  # 100k of them on llama3: no per-instance __dict__
 class Candidate:
+    """One event of an interruption's window. ``raw_attrs`` is the event's ``attrs``
+    as stored (JSON text) or already a dict; :attr:`attrs` parses the text on first
+    use: few candidates are ever asked (drains, kills, Xids, the root), and the
+    parsed dicts of all of them were llama3's largest Python structure (99 MB)."""
+
     event_id: str
     ts: float
     host: str | None
     kind: str
     xid: int | None
     message: str
-    attrs: dict
+    raw_attrs: dict | str | None
     gpu_index: int | None
     gpu_serial: str | None
     device: str | None
     rule: Rule | None = None
+
+    @property
+    def attrs(self) -> dict:
+        if not isinstance(self.raw_attrs, dict):
+            self.raw_attrs = json.loads(self.raw_attrs) if self.raw_attrs else {}
+        return self.raw_attrs
 
 
 @dataclass
@@ -157,21 +168,27 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
 
 def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True) -> None:
     tax = load_taxonomy()
-    rows_w, rows_h = [], []
+    rows_w = []
+    con.execute("CREATE OR REPLACE TEMP TABLE wh (iid VARCHAR, host VARCHAR)")
     for iid, cur, _nxt in windows:
-        hosts = try_expand_hostlist(cur[5] or "")
         rows_w.append((iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * 1_000_000,
                        cur[3] + DRAIN_AFTER_S * 1_000_000))
-        rows_h += [(iid, h) for h in hosts]
+    # each attempt's hosts, one window at a time: all of them at once were a million
+    # (window, host) tuples on llama3 (110 MB) held through the whole rebuild
+    for i in range(0, len(windows), 64):
+        iids, names = [], []
+        for iid, cur, _nxt in windows[i:i + 64]:
+            hosts = try_expand_hostlist(cur[5] or "")
+            iids += [iid] * len(hosts)
+            names += hosts
+        if names:
+            con.register("wh_rows", pa.table({"iid": pa.array(iids, pa.string()),
+                                              "host": pa.array(names, pa.string())}))
+            con.execute("INSERT INTO wh SELECT * FROM wh_rows")
+            con.unregister("wh_rows")
     con.execute("CREATE OR REPLACE TEMP TABLE w (iid VARCHAR, job_id VARCHAR, "
                 "started BIGINT, failed BIGINT, lo BIGINT, hi BIGINT)")
     con.executemany("INSERT INTO w VALUES (?, ?, ?, ?, ?, ?)", rows_w)
-    con.execute("CREATE OR REPLACE TEMP TABLE wh (iid VARCHAR, host VARCHAR)")
-    if rows_h:
-        con.register("wh_rows", pa.table({"iid": [r[0] for r in rows_h],
-                                          "host": [r[1] for r in rows_h]}))
-        con.execute("INSERT INTO wh SELECT * FROM wh_rows")
-        con.unregister("wh_rows")
     skipped = ", ".join(f"'{k}'" for k in (*NOT_EVIDENCE, *NOT_READ))
     result = con.execute(f"""
         SELECT w.iid, e.event_id, epoch_us(e.ts), e.host, e.kind, e.xid, e.message,
@@ -190,8 +207,8 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
     # in batches: the rows as tuples and as Candidates are never in memory together
     while batch := result.fetchmany(8192):
         for iid, eid, ts, host, kind, xid, msg, attrs, gi, gs, dev in batch:
-            a = json.loads(attrs) if attrs else {}
-            cands[iid].append(Candidate(eid, ts / 1e6, host, kind, xid, msg, a, gi, gs, dev))
+            cands[iid].append(Candidate(eid, ts / 1e6, host, kind, xid, msg, attrs, gi, gs,
+                                        dev))
     watchdog_hosts = dict(con.execute(f"""
         SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {WATCHDOG_JOIN} GROUP BY w.iid
     """).fetchall())
@@ -311,8 +328,7 @@ def decide(cands: list[Candidate], watchdog: Mapping[str, set[int]], hosts: list
                             "traceback", signals.SOFTWARE, label[1])
                 ranked.append((rule.tier, c.ts, c, rule))
             continue
-        rule = signals.rule_for(c.kind, c.message, c.xid, json.dumps(c.attrs) if c.attrs
-                                else None)
+        rule = signals.rule_for(c.kind, c.message, c.xid, _attrs_json(c))
         if rule is None:
             continue
         if c.xid == 79 and c.kind in ("xid", "gpu_fallen_off_bus"):  # same fault
@@ -418,10 +434,18 @@ def _read_after(cands: list[Candidate], hosts: list[str], root_limit: float,
     for c in cands:
         if c.kind in READ_AFTER and root_limit < c.ts <= failed + DRAIN_AFTER_S \
                 and (c.host in hosts or not hosts):
-            rule = signals.rule_for(c.kind, c.message, c.xid, json.dumps(c.attrs))
+            rule = signals.rule_for(c.kind, c.message, c.xid, _attrs_json(c) or "{}")
             if rule is not None:
                 out.append((c, rule))
     return sorted(out, key=lambda cr: (cr[1].tier, cr[0].ts, cr[0].event_id))
+
+
+def _attrs_json(c: Candidate) -> str | None:
+    """The candidate's attrs as JSON for :func:`signals.rule_for`, None when it has none,
+    without parsing (and keeping) the stored text of every event the rules look at."""
+    if isinstance(c.raw_attrs, str):
+        return c.raw_attrs if c.raw_attrs and c.raw_attrs != "{}" else None
+    return json.dumps(c.raw_attrs) if c.raw_attrs else None
 
 
 def _culprit(d: Decision, root: Candidate, ranked, resolver: HostResolver) -> None:
