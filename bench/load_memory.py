@@ -100,16 +100,18 @@ def ingest(roots: list[str], db: Path, keep: Path | None, workers: int) -> None:
         print(f"{label:12s} driver {_mib(own)}  largest worker {_mib(kid)}")
 
 
-def _timed(mod: object, name: str, s: Sampler, steps: dict[str, list[float]]) -> None:
+def _timed(mod: object, name: str, s: Sampler, steps: dict[str, list[float]],
+           label: str | None = None) -> None:
     f: Callable = getattr(mod, name)
+    label = label or name
 
     def g(*a: object, **k: object) -> object:
-        before, s.label = s.label, name
+        before, s.label = s.label, label
         c = time.process_time()
         try:
             return f(*a, **k)
         finally:
-            steps.setdefault(name, [0.0])[0] += time.process_time() - c
+            steps.setdefault(label, [0.0])[0] += time.process_time() - c
             s.label = before
 
     setattr(mod, name, g)
@@ -127,8 +129,10 @@ def replay(shards: Path, db: Path) -> None:
         for name in ("_merge", "_mark_duplicates", "_resolve_hosts", "anchor_boots",
                      "_map_gpus", "_rebuild_attempts"):
             _timed(fload, name, s, steps)
-        _timed(hangs_load, "rebuild", s, steps)
-        _timed(interruptions, "rebuild", s, steps)
+        _timed(hangs_load, "rebuild", s, steps, "hangs_load.rebuild")
+        _timed(interruptions, "rebuild", s, steps, "interruptions.rebuild")
+        for name in ("_resolver", "_classify_texts", "_progress", "_symptoms_and_history"):
+            _timed(interruptions, name, s, steps)
         con = fdb.connect(db)
         c0 = time.process_time()
         with fdb.transaction(con):
