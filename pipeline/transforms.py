@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -39,9 +40,7 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
     ``limit`` bytes, the same bound gzip content gets, is cut at its last line end
     before the limit instead of taking the worker, and the whole ingest, down."""
     if "://" not in path:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-        mtime: float | None = os.stat(path).st_mtime
+        data, mtime = _read_local(path, limit + 1)
     else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
         mtime = stat_uri(path)[1]
         with open_uri(path) as f:
@@ -50,6 +49,33 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
         return data, mtime, None
     cut = data.rfind(b"\n", 0, limit) + 1 or limit
     return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
+
+
+def _read_local(path: str, cap: int) -> tuple[bytes, float]:
+    """A local file's first ``cap`` bytes and its modification time after reading.
+
+    Through the file descriptor: ``open(path).read(cap)`` lets the buffered reader
+    set up a buffer of ``cap`` bytes (the 1 GiB bound) per file, 20 us of a job log's
+    25 us here; this asks for the size ``fstat`` gives (one more byte, to see a file
+    that grew), and the time comes from the file read even if its path was replaced
+    meanwhile."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        regular = stat.S_ISREG(st.st_mode)
+        parts: list[bytes] = []
+        got = 0
+        while got < cap:
+            ask = min(cap - got, max(st.st_size - got + 1, 1 << 16))
+            chunk = os.read(fd, ask)
+            if chunk:
+                parts.append(chunk)
+                got += len(chunk)
+            if not chunk or (regular and len(chunk) < ask):  # a short read is the end
+                break
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), os.fstat(fd).st_mtime
+    finally:
+        os.close(fd)
 
 
 ALWAYS_WRITTEN = ("files", "events", "rejects")
