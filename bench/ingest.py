@@ -137,7 +137,7 @@ def run_ingest(corpus: Path | list[Path], db: Path, workers: int | None, fresh: 
     return seconds, (own, kids), summary
 
 
-BATCH = 256  # paths per Beam element (ParseCorpus's default batch_size)
+BATCH = 256  # files per parse_batch call here (ingest: transforms.BATCH_SIZE, in parts)
 
 
 def per_source(db: Path, corpus: Path) -> dict[str, dict[str, float]]:

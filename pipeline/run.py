@@ -38,7 +38,7 @@ from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.prepass import corpus_facts
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
-from faultline.pipeline.transforms import ParseCorpus
+from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
 from faultline.pipeline.tzevidence import decide_zone
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
@@ -189,7 +189,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
            year: int | None = None, run: str | None = None, overrides: Path | None = None,
            runner: str = "DirectRunner", workers: int | None = None,
            beam_opts: list[str] | None = None, dask_address: str | None = None,
-           shards: str | None = None, batch_size: int = 256,
+           shards: str | None = None, batch_size: int = BATCH_SIZE,
            progress: Callable[[int, int], None] | None = None,
            rules: tuple[str, ...] = (),
            on_phase: Callable[[str], None] | None = None,
@@ -439,7 +439,7 @@ def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: s
            workers: int, beam_opts: list[str], batch_size: int,
            progress: Callable[[int, int], None] | None) -> None:
     """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
-    listing = staging.write_listing(paths)
+    listing = staging.write_listing(spread(list(paths)))
     run_runner, options = beam_options(runner, workers, beam_opts)
     done = _watch(staging.local, len(paths), progress)
     try:
@@ -538,7 +538,7 @@ def _is_interrupt(exc: BaseException) -> bool:
 
 
 def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, shards: str,
-                   batch_size: int = 256) -> beam.PCollection[str]:
+                   batch_size: int = BATCH_SIZE) -> beam.PCollection[str]:
     """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
     in it refers to the driver's memory or files except through ``listing`` and
     ``shards``, which is what lets a cluster runner execute it."""
