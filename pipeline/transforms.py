@@ -8,8 +8,10 @@ only their settings (picklable, no global state) and write nothing but their sha
 the same pipeline runs on the DirectRunner, in multi-process mode, and on Flink, Spark
 or Dataflow, where the shard directory is a shared filesystem or bucket path.
 
-Shard names derive from the batch's content (its first path), so a retried bundle
-overwrites its own shards instead of adding duplicates.
+Shard names derive from the batch's content (its first path, and each later part's
+own first path, see :func:`parse_parts`), so a retried bundle overwrites its own shards
+instead of adding duplicates. The driver hands the listing over in :func:`spread`
+order, so every batch costs about the same.
 """
 
 
