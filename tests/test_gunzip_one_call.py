@@ -16,6 +16,10 @@ BODY = b"".join(b"2024-07-01T12:00:%02d.000000Z node1:1:2 [0] NCCL INFO line %d\
                 % (i % 60, i) for i in range(400))
 ONE = gzip.compress(BODY, mtime=0)
 TWO = ONE + gzip.compress(b"second member\n", mtime=0)
+# a member of several input pieces (_GUNZIP_IN) and output pieces (_GUNZIP_OUT)
+BIG_BODY = b"".join(b"%08x kernel: line %d %s\n" % (i * 2654435761 % 2**32, i, b"x" * (i % 97))
+                    for i in range(220_000))
+BIG = gzip.compress(BIG_BODY, compresslevel=1, mtime=0)
 
 
 def _raw_deflate_member(body: bytes) -> bytes:
@@ -44,6 +48,10 @@ CASES = {
     "bad size": ONE[:-4] + bytes(4),
     "zlib level 9": _raw_deflate_member(BODY),
     "zeros 20 MB": gzip.compress(bytes(20 << 20), mtime=0),
+    "big member": BIG,
+    "big member cut": BIG[:len(BIG) - 1000],
+    "big then small member": BIG + ONE,
+    "big member then garbage": BIG + b"garbage",
 }
 
 
@@ -51,8 +59,9 @@ INFLATERS = {"zlib": zlib, "isal": isal_zlib}
 
 
 @pytest.mark.parametrize("name", CASES)
-@pytest.mark.parametrize("limit", [fileparse.MAX_PLAIN_BYTES, 1 << 20, len(BODY),
-                                   len(BODY) - 1, 10])
+@pytest.mark.parametrize("limit", [fileparse.MAX_PLAIN_BYTES, len(BIG_BODY),
+                                   len(BIG_BODY) - 1, 1 << 20, len(BODY), len(BODY) - 1,
+                                   10])
 @pytest.mark.parametrize("inflater", INFLATERS)
 def test_one_call_gives_what_the_loop_gives(name, limit, inflater, monkeypatch):
     """With ISA-L's inflate (the default) or zlib's in the one call; zlib's loop."""
@@ -76,3 +85,5 @@ def test_the_cases_reach_both_paths():
     assert fileparse.gunzip(CASES["zeros 20 MB"], 1 << 20)[1] == \
         "gzip content over 1048576 bytes not read"
     assert len(CASES["zeros 20 MB"]) <= fileparse._GUNZIP_ONE_CALL
+    assert len(BIG) > 2 * fileparse._GUNZIP_IN and len(BIG_BODY) > fileparse._GUNZIP_OUT
+    assert fileparse.gunzip(BIG) == (BIG_BODY, None)
