@@ -7,9 +7,9 @@
    ``--stretch K`` stretches the preset K times in time first, as bench/scale.py does
    (``--preset small --stretch 4``: the 1.5M-line, 12k-file case of issue 14);
 2. the floor (unless ``--no-floor``: it holds the whole decompressed corpus in memory,
-   which llama3's 25 GB cannot be): read every file's bytes (gunzip included) on both cores, concatenate,
-   one polars ``read_csv`` of all lines, one ``str.contains`` with the union of the
-   patterns that select event lines;
+   which llama3's 25 GB cannot be): read every file's bytes (gunzip included) on both
+   cores, concatenate, one polars ``read_csv`` of all lines, one ``str.contains`` with
+   the union of the patterns that select event lines;
 3. ``faultline ingest`` end to end (parse, normalize, write DuckDB) into a fresh
    database, best of ``--repeat`` runs: with faultline's default workers (one
    in-process worker below 200 MB to read, every core above it) unless ``--workers``
