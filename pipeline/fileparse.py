@@ -30,7 +30,7 @@ from pathlib import PurePosixPath
 
 import pyarrow as pa
 
-from faultline.pipeline import bundles, hostpath, resume
+from faultline.pipeline import bundles, eventcols, hostpath, resume
 from faultline.pipeline.parsers import (
     flight_recorder,
     hosts,
@@ -55,7 +55,7 @@ from faultline.schemas.tables import EVENTS, FILE_OFFSETS, FILES, REJECTS
 
 BATCH_PARSERS = {
     "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
-    "job": joblog.parse_many,
+    "job": functools.partial(joblog.parse_many, columnar=True),  # lane events as columns
     "trainer": trainer.parse_many,
 }
 PARSERS = {
@@ -313,14 +313,23 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
     for source in list(pending):
         flush(source)
     rows = _Rows(settings.fingerprint)
+    with_columns: list[tuple[FileParse, int | None]] = []
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
         last = None
         if f.resume is not None:  # a grown file's window: rows of its new lines only
             r = f.resume
             fp.events, fp.rejects = resume.shift(fp.events, fp.rejects, f.first, r.restart)
+            fp.columns = resume.shift_columns(fp.columns, f.first, r.restart)
             fp.lines, fp.shape, last = f.total_lines, r.shape, r.prior_max_ts
-        _flag_clock_backwards(fp, last)
+        if fp.columns is None:
+            _flag_clock_backwards(fp, last)
+        else:
+            with_columns.append((fp, last))
+    if with_columns:
+        eventcols.flag_clock_backwards(with_columns)
+    for f, fp in zip(files, results, strict=True):
+        assert fp is not None
         rows.add(f, fp)
     return rows.tables()
 
@@ -533,6 +542,8 @@ class _Rows:
         self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
         self.offsets: dict[str, list] = {c: [] for c in FILE_OFFSETS.column_names}
         self.resumed: dict[str, list] = {"path": [], "restart": [], "from_path": []}
+        self.event_file: list[int] = []  # per events row: its file's place in the batch
+        self.lanes = eventcols.LaneParts()  # events kept as columns (FileParse.columns)
 
     def add(self, f: _File, fp: FileParse) -> None:
         event_lines, reject_lines = fp.event_lines, fp.reject_lines
@@ -558,6 +569,8 @@ class _Rows:
             self.resumed["from_path"].append(f.resume.from_path)
         if fp.events:
             self._add_events(f, fp)
+        if fp.columns is not None and fp.columns.height:
+            self.lanes.add(len(self.files["path"]) - 1, fp.columns, f.path, f.sha, f.source)
         if fp.rejects:
             r = self.rejects
             n = len(fp.rejects)
@@ -596,11 +609,15 @@ class _Rows:
         c["sha256"].extend([f.sha] * n)
         c["rank"].extend([e.rank for e in events])
         c["attrs"].extend([attrs_json(e.attrs) for e in events])
+        self.event_file.extend([len(self.files["path"]) - 1] * n)
 
     def tables(self) -> ParsedFile:
+        events = pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema)
+        if self.lanes.files:
+            events = self.lanes.merge(events, self.event_file, len(self.files["path"]))
         return ParsedFile(
             files=pa.Table.from_pydict(self.files, schema=FILES.arrow_schema),
-            events=pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema),
+            events=events,
             rejects=pa.Table.from_pydict(self.rejects, schema=REJECTS.arrow_schema),
             file_offsets=pa.Table.from_pydict(self.offsets,
                                               schema=FILE_OFFSETS.arrow_schema),

@@ -12,7 +12,11 @@ Times travel as integer microseconds since the Unix epoch, UTC (see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.tables import TS_QUALITIES
@@ -109,6 +113,9 @@ class FileParse:
     # Rejected lines left out of ``rejects``: a file of no known source keeps only a
     # sample of its lines there (INTERFACE.md), but all of them count as rejected.
     unsampled_rejects: int = 0
+    # More events, as columns (one line each, no two on a line, none on a line of
+    # ``events``'s own lines): the job-log lanes' (joblog_lanes.EVENT_COLUMNS)
+    columns: pl.DataFrame | None = None
 
     @property
     def event_lines(self) -> int:
@@ -119,7 +126,17 @@ class FileParse:
                 covered.add(end)
             else:
                 covered.update(range(e.line_no, end + 1))
-        return len(covered)
+        if self.columns is None or not self.columns.height:
+            return len(covered)
+        if not covered:
+            return self.columns.height
+        # a lane line may lie inside a traceback event's lines (another rank's)
+        import numpy as np
+
+        lane = self.columns["line_no"].to_numpy()  # increasing
+        lines = np.fromiter(covered, dtype=np.int64, count=len(covered))
+        at = np.minimum(np.searchsorted(lane, lines), len(lane) - 1)
+        return len(covered) + len(lane) - int((lane[at] == lines).sum())
 
     @property
     def reject_lines(self) -> int:

@@ -13,6 +13,7 @@ of its own, one without collector stamps).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from faultline.pipeline.fileparse import attrs_json
@@ -40,7 +41,10 @@ CASES = [
     ("bootstrap_ipv6", f"{T0} n1:5:6 [7] NCCL INFO Bootstrap : Using ib0:fe80::1%ib0<0>", True),
     ("bootstrap_offset_stamp", BOOT.replace("Z ", "+02:00 "), True),
     ("bootstrap_local_stamp", BOOT.replace("Z ", " "), True),
-    ("bootstrap_out_of_range_stamp", BOOT.replace("2024-", "1970-"), True),
+    ("bootstrap_out_of_range_stamp", BOOT.replace("2024-", "1970-"), False),
+    ("bootstrap_no_such_day", BOOT.replace("2024-07-01", "2023-02-29"), False),
+    ("bootstrap_offset_24h", BOOT.replace("Z ", "+23:60 "), False),
+    ("bootstrap_hostile_address", BOOT.replace("10.1.2.42", "a\"b\\\\c\\\"d"), True),
     ("bootstrap_host_with_rule_literal", BOOT.replace("node0042", "ChildFailedError"), False),
     ("bootstrap_host_nccl_error", BOOT.replace("node0042", "ncclSystemError"), False),
     ("bootstrap_tab_after_stamp", BOOT.replace("Z ", "Z\t"), False),
@@ -67,23 +71,44 @@ CASES = [
 ROUTINE = [f"{T0} [rank0]:step 12 ok"] * (joblog.SMALL_FILE_LINES + 8)
 
 
+def _row(e) -> tuple:
+    return (e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
+            e.device, e.job_id, e.rank, attrs_json(e.attrs))
+
+
 def _events(fp) -> list[tuple]:
-    return [(e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
-             e.device, e.job_id, e.rank, attrs_json(e.attrs)) for e in fp.events]
+    return [_row(e) for e in fp.events]
+
+
+def _columnar(fp) -> list[tuple]:
+    """A columnar parse's events (objects and columns) in line order, attrs as stored."""
+    rows = _events(fp)
+    if fp.columns is not None:
+        rows += [(line_no, line_no, kind, message, ts, quality, host, None, None, job_id,
+                  rank, attrs)
+                 for line_no, kind, ts, quality, host, rank, message, attrs, job_id
+                 in fp.columns.select(joblog_lanes.EVENT_COLUMNS).iter_rows()]
+    return sorted(rows, key=lambda r: r[0])
 
 
 def _both(lines: list[str], ctx: ParseContext) -> tuple[list[tuple], list[tuple]]:
-    """(batched, with lanes; general path alone) events of one file."""
+    """(batched, with lanes; general path alone) events of one file; the batched
+    parse as objects and as columns must agree, attrs byte for byte."""
     fast = joblog.parse_many([(lines, ctx)])[0]
-    slow = joblog.parse_lines(lines, ctx, None, None)
+    cols = joblog.parse_many([(lines, ctx)], columnar=True)[0]
+    slow = joblog.parse_lines(lines, ctx)
     assert fast.lines == slow.lines and fast.event_lines == slow.event_lines
+    assert cols.event_lines == slow.event_lines
+    assert _columnar(cols) == _events(fast)
     return _events(fast), _events(slow)
 
 
-def _lane_rows(lines: list[str]) -> dict[int, tuple]:
+def _lane_rows(lines: list[str], tz_utc: bool = True) -> set[int]:
     batch = LineBatch([lines])
     hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
-    return joblog_lanes.lanes(batch, hits, joblog._RULE_CHECKS)[0]
+    frame = joblog_lanes.lane_frame(batch, hits, joblog._RULE_CHECKS, np.array([True]),
+                                    np.array([tz_utc]))
+    return set(frame["row"].to_list())
 
 
 @pytest.mark.parametrize(("line", "taken"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -94,13 +119,23 @@ def test_a_lane_reads_a_line_as_the_general_path_does(line, taken):
     assert (len(ROUTINE) in _lane_rows(lines)) is taken
 
 
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
+def test_a_zone_less_stamp_takes_a_lane_only_in_utc(tz):
+    line = BOOT.replace("Z ", " ")
+    lines = [*ROUTINE, line, *ROUTINE[:3]]
+    ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
+    fast, slow = _both(lines, ctx)
+    assert fast == slow and fast[0][5] == "assumed_tz"
+    assert (len(ROUTINE) in _lane_rows(lines, tz == "UTC")) is (tz == "UTC")
+
+
 def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
     files = [([*ROUTINE[:k], BOOT, WATCH, PROG, *ROUTINE[:5]],
               ParseContext(path=f"jobs/1/n{k}.log", host=f"n{k}", job_id="1"))
              for k in range(1, 40)]
     many = joblog.parse_many(files)
     for (lines, ctx), fp in zip(files, many, strict=True):
-        assert _events(fp) == _events(joblog.parse_lines(lines, ctx, None, None))
+        assert _events(fp) == _events(joblog.parse_lines(lines, ctx))
         assert [e.kind for e in fp.events] == ["nccl_bootstrap", "nccl_watchdog",
                                                "nccl_watchdog_progress"]
 
