@@ -13,13 +13,21 @@ of its own, one without collector stamps).
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
+import datetime as dt
+import json
 
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from faultline.pipeline import colexpr, fileparse, resume
 from faultline.pipeline.fileparse import attrs_json
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers import joblog, joblog_lanes
 from faultline.pipeline.records import ParseContext
+from faultline.pipeline.settings import IngestSettings
 
 CTX = ParseContext(path="jobs/81234/node0007.log", host="node0007", job_id="81234",
                    job_window=(1_719_835_200_000_000, 1_719_900_000_000_000))
@@ -160,3 +168,131 @@ def test_a_file_without_collector_stamps_takes_the_general_path():
 def test_every_rule_before_a_lane_has_literals():
     for _kind, (_pattern, rule_id, _ints) in joblog_lanes.LANES.items():
         assert joblog_lanes.earlier_needles(rule_id, joblog._RULE_CHECKS) is not None
+
+
+# --- the batch's tables: columns and the per-line path give the same rows -----------------
+
+def _general_many(files):
+    return [joblog.parse_lines(lines, ctx) for lines, ctx in files]
+
+
+def _tables(items, settings=None, general=False):
+    settings = settings or IngestSettings()
+    with pytest.MonkeyPatch.context() as mp:
+        if general:
+            mp.setitem(fileparse.BATCH_PARSERS, "job", _general_many)
+        got = fileparse.parse_batch(items, settings)
+    return got.files.to_pylist(), got.events.to_pylist()
+
+
+def _stamp(line: str, stamp: str) -> str:
+    return stamp + line[len(T0):]
+
+
+def _mixed_log() -> list[str]:
+    """Lane lines among general ones: a clock going back (on a lane line, on a general
+    line, and after an inherited one), a traceback with another rank's lane lines
+    inside it, lane-shaped lines the lanes refuse, a lane line after the traceback."""
+    back = "2024-07-01T11:59:00.000000Z"
+    return [
+        *ROUTINE[:70], BOOT, _stamp(WATCH, back), f"{T0} [rank3]:exitcode  : 1",
+        "[rank3]: no stamp here: exitcode  : 2",
+        _stamp(PROG, "2024-07-01T11:58:00.000000Z"),
+        f"{T0} [rank2]:Traceback (most recent call last):",
+        f'{T0} [rank2]:  File "/train.py", line 10, in <module>',
+        WATCH.replace("[rank27]", "[rank5]"), PROG,
+        f"{T0} [rank2]:RuntimeError: CUDA error: an illegal memory access",
+        BOOT.replace("2024-", "1970-"), BOOT.replace("Z ", "+23:60 "),
+        _stamp(BOOT, "2024-07-01T12:00:04.5+02:00"), *ROUTINE[:5],
+        _stamp(WATCH, "2024-07-01T12:30:00.000000Z"), _stamp(PROG, "2024-07-01 12:00:01"),
+    ]
+
+
+def _item(path: str, lines: list[str]) -> tuple:
+    return path, ("\n".join(lines) + "\n").encode(), 1_719_900_000.0
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/Los_Angeles"])
+def test_the_batch_tables_equal_the_per_line_paths_row_for_row(tz):
+    mixed = _mixed_log()
+    items = [
+        _item("jobs/81234/node0007.log", mixed),
+        _item("jobs/81234/node0008.log", [*ROUTINE, BOOT, WATCH, PROG]),
+        _item("jobs/81234/slurm-81234.out", [ln[len(T0) + 1:] for ln in mixed]),
+        _item("jobs/81234/node0009.log", ROUTINE),
+        _item("jobs/81234/node0010.log", [*ROUTINE[:3], BOOT]),  # too small for lanes
+    ]
+    settings = IngestSettings(tz=tz)
+    files, events = _tables(items, settings)
+    want_files, want_events = _tables(items, settings, general=True)
+    assert files == want_files
+    assert events == want_events
+    attrs = [json.loads(e["attrs"]) for e in events if e["path"].endswith("node0007.log")]
+    assert sum("clock_backwards_us" in a for a in attrs) >= 2
+
+
+def test_a_grown_files_window_shifts_the_column_events():
+    lines = _mixed_log()
+    path, data, mtime = _item("jobs/81234/node0007.log", lines)
+    read_to, prefix, _sha = resume.offsets(data)
+    later = "2024-07-01T12:40:00.000000Z"
+    grown = [*lines, *ROUTINE[:80], _stamp(BOOT, later), _stamp(WATCH, later),
+             _stamp(PROG, "2024-07-01T11:00:00.000000Z")]
+    n = len(lines)
+    state = resume.Resume(read_to=read_to, prefix_sha256=prefix, lines=n, restart=n - 3,
+                          window=n - 12, source="job", shape="collector",
+                          prior_max_ts=1_719_837_000_000_000).to_json()
+    item = (path, _item(path, grown)[1], mtime, None, state)
+    got = _tables([item])
+    want = _tables([item], general=True)
+    assert got == want
+    files, events = got
+    assert files[0]["lines"] == len(grown)
+    assert min(e["line_no"] for e in events) >= n - 3
+    assert [e["line_no"] for e in events][-3:] == [len(grown) - 2, len(grown) - 1,
+                                                    len(grown)]
+    assert "clock_backwards_us" in events[-1]["attrs"]
+    assert all(e["event_id"].endswith(f":{e['line_no']}:0") for e in events[-3:])
+
+
+# --- attrs JSON: the expressions write what json.dumps writes -----------------------------
+
+ASCII = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ASCII, min_size=1, max_size=20), st.lists(st.integers(-2**62, 2**62),
+                                                          min_size=1, max_size=20))
+def test_json_object_is_json_dumps_byte_for_byte(texts, ints):
+    n = min(len(texts), len(ints))
+    frame = pl.DataFrame({"s": texts[:n], "i": ints[:n]}, schema={"s": pl.String,
+                                                                 "i": pl.Int64})
+    got = frame.select(colexpr.json_object({
+        "zeta": ("str", pl.col("s")), "alpha": ("int", pl.col("i")),
+        "mid": ("str", pl.lit("c10d.x")),
+    }).alias("j"))["j"].to_list()
+    assert got == [json.dumps({"zeta": s, "alpha": i, "mid": "c10d.x"}, sort_keys=True,
+                              default=str) for s, i in zip(texts, ints, strict=False)]
+
+
+ADDRESS = st.text(alphabet=[chr(c) for c in range(0x21, 0x7F) if chr(c) != "<"],
+                  min_size=1, max_size=64)
+STAMPS = st.builds(
+    lambda t, sep, frac, zone: t.strftime(f"%Y-%m-%d{sep}%H:%M:%S") + frac + zone,
+    st.datetimes(min_value=dt.datetime(1990, 1, 1), max_value=dt.datetime(2110, 1, 1)),
+    st.sampled_from("T "), st.sampled_from(["", ".5", ",123", ".123456", ".123456789"]),
+    st.sampled_from(["Z", "", "+02:00", "-0530", "+23:59", "-24:00", "+00:99"]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(STAMPS, ADDRESS, st.sampled_from([BOOT, WATCH, PROG])),
+                min_size=1, max_size=6))
+def test_lane_lines_with_hostile_fields_agree_with_the_general_path(shapes):
+    lines = list(ROUTINE)
+    for stamp, address, line in shapes:
+        lines.append(stamp + line[len(T0):].replace("10.1.2.42", address))
+    fast, slow = _both(lines, CTX)
+    assert fast == slow
+    files, events = _tables([_item("jobs/81234/node0007.log", lines)])
+    assert (files, events) == _tables([_item("jobs/81234/node0007.log", lines)],
+                                      general=True)
