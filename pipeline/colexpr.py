@@ -35,11 +35,40 @@ def _days_in_month(y: pl.Expr, m: pl.Expr) -> pl.Expr:
             .when(m.is_in([4, 6, 9, 11])).then(30).otherwise(31))
 
 
+# the collector's own layout (what timeutil's ``_utc_micro`` reads), nearly every stamp
+_UTC_MICRO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
+_UTC_MICRO_FORMAT = "%Y-%m-%dT%H:%M:%S%.6fZ"
+
+
 def with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
                 zoned: str = "zoned") -> pl.DataFrame:
     """``frame`` with columns ``ts`` (epoch us of ISO stamp column ``stamp`` as
     ``parse_iso`` reads it; null where ``parse_iso`` gives None or ``in_range``
-    refuses it) and ``zoned`` (the stamp carries a zone). A stamp without a zone is
+    refuses it) and ``zoned`` (the stamp carries a zone); rows in another order.
+
+    Stamps of the collector's layout (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) go through
+    polars' ``strptime`` (chrono): its checks are ``datetime``'s but one, a leap
+    second ``:60`` that chrono reads and Python refuses, refused here. The others
+    are read field by field (:func:`_with_iso_us`)."""
+    fast = frame[stamp].str.contains(_UTC_MICRO)
+    quick = frame.filter(fast) if not fast.all() else frame
+    quick = quick.with_columns(pl.col(stamp).str.strptime(
+        pl.Datetime("us"), _UTC_MICRO_FORMAT, strict=False, exact=True, cache=False,
+    ).cast(pl.Int64).alias(ts))
+    us = pl.col(ts)  # a column of its own: an expression used twice is computed twice
+    quick = quick.with_columns(
+        pl.when((pl.col(stamp).str.slice(17, 2) != "60") & (us >= TS_MIN_US)
+                & (us < TS_MAX_US)).then(us).alias(ts),
+        pl.lit(True).alias(zoned),
+    )
+    if quick.height == frame.height:
+        return quick
+    return pl.concat([quick, _with_iso_us(frame.filter(~fast), stamp, utc_local, ts, zoned)])
+
+
+def _with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
+                 zoned: str = "zoned") -> pl.DataFrame:
+    """:func:`with_iso_us` of any stamp, field by field. A stamp without a zone is
     read as UTC where column ``utc_local`` (the file's zone is ``UTC``) is true and is
     null elsewhere: a zone's rules stay with Python's zoneinfo (the caller reads those
     lines the general way). A fraction is cut, not rounded, to microseconds; an offset

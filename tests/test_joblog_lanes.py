@@ -205,6 +205,8 @@ def _mixed_log() -> list[str]:
         BOOT.replace("2024-", "1970-"), BOOT.replace("Z ", "+23:60 "),
         _stamp(BOOT, "2024-07-01T12:00:04.5+02:00"), *ROUTINE[:5],
         _stamp(WATCH, "2024-07-01T12:30:00.000000Z"), _stamp(PROG, "2024-07-01 12:00:01"),
+        _stamp(BOOT, "2024-07-01T12:29:58.500000Z"),  # 1.5 s back: flagged
+        _stamp(PROG, "2024-07-01T12:29:59.500000Z"),  # 0.5 s back: not
     ]
 
 

@@ -83,6 +83,12 @@ LANES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "nccl_watchdog_progress": (PROGRESS, "c10d.watchdog_progress",
                                ("rank", "work", "enq", "done")),
 }
+# A literal every line of a lane holds: a cheap first cut of the rows its regex reads
+ANCHORS: dict[str, str] = {
+    "nccl_bootstrap": " NCCL INFO Bootstrap",
+    "nccl_watchdog": "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+    "nccl_watchdog_progress": "] Exception (either an error or timeout) detected by watchdog",
+}
 
 def earlier_needles(rule_id: str, checks: tuple) -> list[str]:
     """The literals of every rule before ``rule_id`` in ``checks`` (joblog's
@@ -153,9 +159,9 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
     for kind, (pattern, rule_id, ints) in LANES.items():
         needles = earlier_needles(rule_id, checks)
         keep = short & ~pl.col("line").str.contains_any(needles) if needles else short
-        got = frame.filter(keep).with_columns(
-            pl.col("line").str.extract_groups(pattern).alias("g"),
-        ).filter(pl.col("g").struct.field("stamp").is_not_null())
+        got = frame.filter(pl.col("line").str.contains(ANCHORS[kind], literal=True))
+        got = got.with_columns(pl.col("line").str.extract_groups(pattern).alias("g")).filter(
+            pl.col("g").struct.field("stamp").is_not_null() & keep)
         if not got.height:
             continue
         got = got.unnest("g").with_columns(pl.col(c).cast(pl.Int64) for c in ints)
