@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import polars as pl
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultline.pipeline import colexpr, fileparse, resume
+from faultline.pipeline import colexpr, fileparse, resume, timeutil
 from faultline.pipeline.fileparse import attrs_json
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers import joblog, joblog_lanes
@@ -298,3 +299,40 @@ def test_lane_lines_with_hostile_fields_agree_with_the_general_path(shapes):
     files, events = _tables([_item("jobs/81234/node0007.log", lines)])
     assert (files, events) == _tables([_item("jobs/81234/node0007.log", lines)],
                                       general=True)
+
+
+# --- stamps: the expressions read what parse_iso reads ------------------------------------
+
+LAYOUT = st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                       r"(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})?\Z", fullmatch=True)
+LEAP = st.builds(lambda s: s[:17] + "60" + s[19:], STAMPS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(LAYOUT, STAMPS, LEAP), min_size=1, max_size=30), st.booleans())
+def test_stamps_read_as_parse_iso_reads_them(stamps, utc_local):
+    frame = pl.DataFrame({"stamp": stamps, "utc": [utc_local] * len(stamps),
+                          "i": range(len(stamps))})
+    got = colexpr.with_iso_us(frame, "stamp", "utc").sort("i")
+    want = []
+    for s in stamps:
+        p = timeutil.parse_iso(s, ZoneInfo("UTC"))
+        ok = p is not None and timeutil.in_range(p[0]) and (p[1] or utc_local)
+        want.append(p[0] if ok else None)
+    assert got["ts"].to_list() == want
+    for s, z, t in zip(stamps, got["zoned"].to_list(), want, strict=True):
+        if t is not None:
+            assert z is timeutil.parse_iso(s, ZoneInfo("UTC"))[1]
+
+
+@pytest.mark.parametrize("stamp", [
+    "2024-07-01T23:59:60.000000Z", "2024-07-01T24:00:00.000000Z", "2023-02-29T00:00:00.000000Z",
+    "2024-04-31T00:00:00.000000Z", "2024-00-10T00:00:00.000000Z", "1999-12-31T23:59:59.999999Z",
+    "2100-01-01T00:00:00.000000Z", "2024-07-01T12:00:03.000001Z", "2024-07-01 23:59:60Z",
+    "2024-07-01T12:00:03+24:00", "2024-07-01T12:00:03-23:59", "2024-07-01T12:00:03,1234567Z",
+])
+def test_hostile_stamps_read_as_parse_iso_reads_them(stamp):
+    got = colexpr.with_iso_us(pl.DataFrame({"stamp": [stamp], "utc": [True]}), "stamp",
+                              "utc")["ts"].to_list()
+    p = timeutil.parse_iso(stamp, ZoneInfo("UTC"))
+    assert got == [p[0] if p is not None and timeutil.in_range(p[0]) else None]
