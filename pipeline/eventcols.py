@@ -44,29 +44,39 @@ def flag_clock_backwards(items: list[tuple[FileParse, int | None]]) -> None:
     np.cumsum(heights, out=offsets[1:])
     lanes = pl.concat(frames, rechunk=False)
     n_gen, n_lane = len(refs), int(offsets[-1])
-    frame = pl.DataFrame({
-        "k": np.concatenate([np.asarray(gen_k, dtype=np.int64),
-                             np.repeat(np.arange(len(items), dtype=np.int64), heights)]),
-        "line": np.concatenate([np.asarray(gen_line, dtype=np.int64),
-                                lanes["line_no"].to_numpy()]),
-        # the object events' own order among themselves on a line (a stable sort's)
-        "seq": np.arange(n_gen + n_lane, dtype=np.int64),
-        "ts": pl.concat([pl.Series(gen_ts, dtype=pl.Int64), lanes["ts"]]),
-    })
-    prior = pl.Series([last for _, last in items], dtype=pl.Int64)
-    frame = frame.with_columns(prior.gather(frame["k"]).alias("prior"))
-    flagged = frame.sort("k", "line", "seq").with_columns(
-        pl.max_horizontal(pl.col("ts").cum_max().shift(1).over("k"),
-                          pl.col("prior")).alias("last"),
-    ).filter(pl.col("ts") < pl.col("last") - BACKWARDS_US)
+    # one row per timed event, and one before each file's first line for its ``last``
+    with_prior = [k for k, (_, last) in enumerate(items) if last is not None]
+    k = np.concatenate([np.asarray(gen_k, dtype=np.int64),
+                        np.repeat(np.arange(len(items), dtype=np.int64), heights),
+                        np.asarray(with_prior, dtype=np.int64)])
+    line = np.concatenate([np.asarray(gen_line, dtype=np.int64),
+                           lanes["line_no"].to_numpy(), np.zeros(len(with_prior), np.int64)])
+    ts = np.concatenate([np.asarray(gen_ts, dtype=np.int64), lanes["ts"].to_numpy(),
+                         np.asarray([items[j][1] for j in with_prior], dtype=np.int64)])
+    # the object events' own order among themselves on a line (a stable sort's)
+    seq = np.arange(len(k), dtype=np.int64)
+    order = np.lexsort((seq, line, k))
+    k, ts, seq = k[order], ts[order], seq[order]
+    # the largest time above each row within its file: a running maximum of the times'
+    # ranks lifted by file (every file's above every earlier file's), shifted a row
+    values, rank = np.unique(ts, return_inverse=True)
+    lift = k * len(values)
+    above = np.zeros_like(rank)
+    above[1:] = np.maximum.accumulate(rank + lift)[:-1]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    last = values[np.clip(above - lift, 0, len(values) - 1)]
+    hit = ~first & (seq < n_gen + n_lane) & (ts < last - BACKWARDS_US)
+    flagged = zip(k[hit].tolist(), seq[hit].tolist(), ts[hit].tolist(), last[hit].tolist(),
+                  strict=True)
     rewrite: dict[int, dict[int, int]] = {}
-    for k, seq, ts, last in flagged.select("k", "seq", "ts", "last").iter_rows():
-        if seq < n_gen:
-            refs[seq].attrs["clock_backwards_us"] = last - ts
+    for f, i, t, before in flagged:
+        if i < n_gen:
+            refs[i].attrs["clock_backwards_us"] = before - t
         else:
-            rewrite.setdefault(k, {})[seq - n_gen - int(offsets[k])] = last - ts
-    for k, rows in rewrite.items():
-        fp = items[k][0]
+            rewrite.setdefault(f, {})[i - n_gen - int(offsets[f])] = before - t
+    for f, rows in rewrite.items():
+        fp = items[f][0]
         assert fp.columns is not None
         attrs = fp.columns["attrs"].to_list()
         for i, amount in rows.items():

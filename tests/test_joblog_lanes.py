@@ -336,3 +336,11 @@ def test_hostile_stamps_read_as_parse_iso_reads_them(stamp):
                               "utc")["ts"].to_list()
     p = timeutil.parse_iso(stamp, ZoneInfo("UTC"))
     assert got == [p[0] if p is not None and timeutil.in_range(p[0]) else None]
+
+
+def test_a_batch_of_lane_events_only_equals_the_per_line_paths():
+    lines = [*ROUTINE, BOOT, WATCH, _stamp(PROG, "2024-07-01T11:00:00.000000Z")]
+    items = [_item("jobs/81234/node0008.log", lines)]
+    got = _tables(items)
+    assert got == _tables(items, general=True)
+    assert len(got[1]) == 3 and "clock_backwards_us" in got[1][2]["attrs"]
