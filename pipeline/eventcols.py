@@ -43,17 +43,22 @@ def flag_clock_backwards(items: list[tuple[FileParse, int | None]]) -> None:
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum(heights, out=offsets[1:])
     lanes = pl.concat(frames, rechunk=False)
-    n_gen, n_lane = len(refs), int(offsets[-1])
-    # one row per timed event, and one before each file's first line for its ``last``
+    lane_k = np.repeat(np.arange(len(items), dtype=np.int64), heights)
+    timed = (lanes["ts"].is_not_null() & (lanes["ts_quality"] != "inherited")).to_numpy()
+    lane_i = np.flatnonzero(timed)  # the timed column events, by place in ``lanes``
+    n_lane, n_gen = len(lane_i), len(refs)
+    # one row per timed event (column ones first: a line's first event), and one
+    # before each file's first line for its ``last``
     with_prior = [k for k, (_, last) in enumerate(items) if last is not None]
-    k = np.concatenate([np.asarray(gen_k, dtype=np.int64),
-                        np.repeat(np.arange(len(items), dtype=np.int64), heights),
+    k = np.concatenate([lane_k[lane_i], np.asarray(gen_k, dtype=np.int64),
                         np.asarray(with_prior, dtype=np.int64)])
-    line = np.concatenate([np.asarray(gen_line, dtype=np.int64),
-                           lanes["line_no"].to_numpy(), np.zeros(len(with_prior), np.int64)])
-    ts = np.concatenate([np.asarray(gen_ts, dtype=np.int64), lanes["ts"].to_numpy(),
+    line = np.concatenate([lanes["line_no"].to_numpy()[lane_i],
+                           np.asarray(gen_line, dtype=np.int64),
+                           np.zeros(len(with_prior), np.int64)])
+    lane_ts = lanes["ts"].fill_null(0).to_numpy()  # (with nulls: floats)
+    ts = np.concatenate([lane_ts[lane_i], np.asarray(gen_ts, dtype=np.int64),
                          np.asarray([items[j][1] for j in with_prior], dtype=np.int64)])
-    # the object events' own order among themselves on a line (a stable sort's)
+    # the events' own order among themselves on a line (a stable sort's)
     seq = np.arange(len(k), dtype=np.int64)
     order = np.lexsort((seq, line, k))
     k, ts, seq = k[order], ts[order], seq[order]
@@ -66,15 +71,15 @@ def flag_clock_backwards(items: list[tuple[FileParse, int | None]]) -> None:
     first = np.ones(len(k), dtype=bool)
     first[1:] = k[1:] != k[:-1]
     last = values[np.clip(above - lift, 0, len(values) - 1)]
-    hit = ~first & (seq < n_gen + n_lane) & (ts < last - BACKWARDS_US)
+    hit = ~first & (seq < n_lane + n_gen) & (ts < last - BACKWARDS_US)
     flagged = zip(k[hit].tolist(), seq[hit].tolist(), ts[hit].tolist(), last[hit].tolist(),
                   strict=True)
     rewrite: dict[int, dict[int, int]] = {}
     for f, i, t, before in flagged:
-        if i < n_gen:
-            refs[i].attrs["clock_backwards_us"] = before - t
+        if i >= n_lane:
+            refs[i - n_lane].attrs["clock_backwards_us"] = before - t
         else:
-            rewrite.setdefault(f, {})[i - n_gen - int(offsets[f])] = before - t
+            rewrite.setdefault(f, {})[int(lane_i[i]) - int(offsets[f])] = before - t
     for f, rows in rewrite.items():
         fp = items[f][0]
         assert fp.columns is not None
@@ -135,10 +140,12 @@ class LaneParts:
         has_lanes = np.zeros(n_files, dtype=bool)
         has_lanes[self.files] = True
         gen_line = general.column("line_no").to_numpy()
-        file_key = np.concatenate([gen_file, np.repeat(
-            np.asarray(self.files, dtype=np.int64), [f.height for f in self.frames])])
-        line_key = np.concatenate([np.where(has_lanes[gen_file], gen_line, 0),
-                                   lanes.column("line_no").to_numpy()])
+        file_key = np.concatenate([np.repeat(
+            np.asarray(self.files, dtype=np.int64), [f.height for f in self.frames]),
+            gen_file])
+        line_key = np.concatenate([lanes.column("line_no").to_numpy(),
+                                   np.where(has_lanes[gen_file], gen_line, 0)])
+        # column events first on a line (a line's first event), then the others in order
         seq = np.arange(len(file_key), dtype=np.int64)
         order = np.lexsort((seq, line_key, file_key))
-        return pa.concat_tables([general, lanes]).take(pa.array(order))
+        return pa.concat_tables([lanes, general]).take(pa.array(order))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import PurePosixPath
 
+import numpy as np
 import pyarrow as pa
 
 from faultline.pipeline import bundles, eventcols, hostpath, resume
@@ -56,7 +57,7 @@ from faultline.schemas.tables import EVENTS, FILE_OFFSETS, FILES, REJECTS
 BATCH_PARSERS = {
     "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
     "job": functools.partial(joblog.parse_many, columnar=True),  # lane events as columns
-    "trainer": trainer.parse_many,
+    "trainer": functools.partial(trainer.parse_many, columnar=True),  # train_step too
 }
 PARSERS = {
     "kernel": structured.parse,
@@ -527,9 +528,13 @@ def attrs_json(attrs: dict) -> str | None:
 def _host_from(f: _File, fp: FileParse) -> str:
     """``files.host_from``: how the path gave the host, else ``line`` when the file's
     events name their hosts, else ``none``."""
-    if f.ctx.host is not None or not fp.events:
+    columns = fp.columns if fp.columns is not None and fp.columns.height else None
+    if f.ctx.host is not None or not (fp.events or columns is not None):
         return f.ctx.host_from
-    return "line" if any(e.host for e in fp.events) else "none"
+    if any(e.host for e in fp.events) or (
+            columns is not None and columns["host"].null_count() < columns.height):
+        return "line"
+    return "none"
 
 
 class _Rows:
@@ -586,6 +591,11 @@ class _Rows:
         n = len(events)
         prefix = f.sha[:20]
         ordinal: dict[int, int] = {}
+        if fp.columns is not None and fp.columns.height:  # a column event is a line's first
+            taken = fp.columns["line_no"].to_numpy()
+            lines = np.fromiter({e.line_no for e in events}, dtype=np.int64)
+            at = np.minimum(np.searchsorted(taken, lines), len(taken) - 1)
+            ordinal = dict.fromkeys(lines[taken[at] == lines].tolist(), 1)
         ids = []
         for e in events:
             k = ordinal.get(e.line_no, 0)

@@ -97,6 +97,12 @@ class Reject:
         return cls(line_no, reason, raw[:RAW_LIMIT])
 
 
+# The columns of the events a parser gives as a frame (``FileParse.columns``): the
+# ``events`` columns a file's parse decides (``attrs`` as its JSON text).
+COLUMN_EVENTS = ("line_no", "kind", "ts", "ts_quality", "host", "rank", "message", "attrs",
+                 "job_id")
+
+
 @dataclass(slots=True)
 class FileParse:
     """Everything one parser found in one file.
@@ -113,8 +119,9 @@ class FileParse:
     # Rejected lines left out of ``rejects``: a file of no known source keeps only a
     # sample of its lines there (INTERFACE.md), but all of them count as rejected.
     unsampled_rejects: int = 0
-    # More events, as columns (one line each, no two on a line, none on a line of
-    # ``events``'s own lines): the job-log lanes' (joblog_lanes.EVENT_COLUMNS)
+    # More events, as columns (:data:`COLUMN_EVENTS`; one line each, in line order,
+    # no two on a line; on a line ``events`` also has, the column event comes first):
+    # the job-log lanes' and the trainer's ``train_step``
     columns: pl.DataFrame | None = None
 
     @property

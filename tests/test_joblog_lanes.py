@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from faultline.pipeline import colexpr, fileparse, resume, timeutil
 from faultline.pipeline.fileparse import attrs_json
 from faultline.pipeline.linebatch import LineBatch
-from faultline.pipeline.parsers import joblog, joblog_lanes
+from faultline.pipeline.parsers import joblog, joblog_lanes, trainer
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 
@@ -344,3 +344,47 @@ def test_a_batch_of_lane_events_only_equals_the_per_line_paths():
     got = _tables(items)
     assert got == _tables(items, general=True)
     assert len(got[1]) == 3 and "clock_backwards_us" in got[1][2]["attrs"]
+
+
+# --- the trainer's train_step events as columns -------------------------------------------
+
+def _trainer_tables(items, settings=None, general=False):
+    settings = settings or IngestSettings()
+    with pytest.MonkeyPatch.context() as mp:
+        if general:
+            mp.setitem(fileparse.BATCH_PARSERS, "trainer", trainer.parse_many)
+        got = fileparse.parse_batch(items, settings)
+    return got.files.to_pylist(), got.events.to_pylist()
+
+
+def _train_log(losses) -> list[str]:
+    out = ["starting up (no time yet)", "step=1 loss=2.5 before any time"]
+    for n, loss in enumerate(losses, 2):
+        out.append(f"2024-07-01 11:{n % 60:02d}:00,004 INFO step={n} loss={loss} grad_norm=0.4")
+    out += [
+        "2024-07-01 11:30:00,002 ERROR non-finite loss (nan) at step 90",
+        "2024-07-01 11:30:00,002 INFO step=90 loss=nan grad_norm=0.4",
+        "2024-07-01 11:20:00,002 INFO step=91 loss=1.5",  # clock back 10 min
+        "2024-07-01 11:20:00,003 INFO checkpoint saved step=91 path=/ckpt/s91 seconds=4",
+        "2024-07-01 11:20:01,000 ERROR Traceback (most recent call last):",
+        '  File "/train.py", line 3, in <module>',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "step=92 loss=1.25 (no stamp: inherited)",
+        "2024-07-01 11:19:59,000 INFO step=93 loss=1e-05",  # back 2 s, after an inherited
+    ]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                          st.sampled_from([1e-05, 2.9e20, 0.0001, 1e16, -0.0, 3.0])),
+                min_size=1, max_size=80), st.sampled_from(["UTC", "America/New_York"]))
+def test_train_step_columns_equal_the_objects_row_for_row(losses, tz):
+    items = [_item("jobs/81234/train.log", _train_log(losses)),
+             _item("jobs/81235/train.log", _train_log(losses[::-1])),
+             _item("jobs/81236/train.log", ["2024-07-01 11:00:00,004 INFO hello"])]
+    got = _trainer_tables(items, IngestSettings(tz=tz))
+    assert got == _trainer_tables(items, IngestSettings(tz=tz), general=True)
+    kinds = [e["kind"] for e in got[1]]
+    assert kinds.count("train_step") >= len(losses) and "nonfinite_loss" in kinds
+    assert {f["source"] for f in got[0]} == {"trainer"}

@@ -42,7 +42,7 @@ import polars as pl
 
 from faultline.pipeline.colexpr import json_object, with_iso_us
 from faultline.pipeline.linebatch import LineBatch
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.records import COLUMN_EVENTS, FileParse, ParseContext, ParsedEvent
 
 # joblog.STAMP_RE's stamp, in ASCII digits, followed by the one space it consumes
 _STAMP = (r"(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
@@ -188,9 +188,8 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
 
 
 # The columns of a file's lane events as :mod:`faultline.pipeline.fileparse` receives
-# them (``FileParse.columns``): the ``events`` columns a file's parse decides.
-EVENT_COLUMNS = ("line_no", "kind", "ts", "ts_quality", "host", "rank", "message", "attrs",
-                 "job_id")
+# them (``FileParse.columns``)
+EVENT_COLUMNS = COLUMN_EVENTS
 
 
 def attach(frame: pl.DataFrame, inside: dict[int, set[int]], fps: list[FileParse],
