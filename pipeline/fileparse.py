@@ -8,7 +8,9 @@ Speed: a real corpus is about a million small files, so nothing is paid per file
 can be paid per batch. The files of the high-volume sources (job, trainer, kernel) are
 parsed together by their parser's ``parse_many`` (one vectorized pass per batch, see
 :mod:`faultline.pipeline.linebatch`), the rows of all files are gathered column by column
-and each Arrow table is built once per batch. :func:`parse_file` is a batch of one: the
+and each Arrow table is built once per batch; the events a parser already gives as
+columns (``FileParse.columns``: job-log lanes, ``train_step``) join it as columns
+(:mod:`faultline.pipeline.eventcols`). :func:`parse_file` is a batch of one: the
 rows of a file never depend on the other files of its batch (``tests/test_fileparse.py``).
 """
 
