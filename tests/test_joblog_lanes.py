@@ -1,14 +1,19 @@
-"""The job-log fast lanes give exactly the events of the general path.
+"""The job-log fast lanes (and the trainer's ``train_step`` columns) give exactly the
+events of the per-line path, row for row, attrs byte for byte.
 
 Each line below is parsed twice: in a batch large enough for the vectorized path (where
-:mod:`faultline.pipeline.parsers.joblog_lanes` reads the lines it recognizes) and by
-:func:`joblog.parse_lines` with no lanes (the general, per-line path). Every field of
-every event must agree. The in-shape lines are the formats of
+:mod:`faultline.pipeline.parsers.joblog_lanes` builds the events of the lines it
+recognizes as columns) and by :func:`joblog.parse_lines` (the general, per-line path).
+Every field of every event must agree, as objects, as columns, and in the tables
+:func:`fileparse.parse_batch` writes (clock-backwards flags, event ids, row order, line
+accounting, a grown file's window). The in-shape lines are the formats of
 ``tests/test_parse_joblog.py`` (PyTorch ``ProcessGroupNCCL.cpp``, NCCL ``bootstrap.cc``
 wordings); the variants are shapes a lane must NOT take, or must take and still read
 the same (an earlier rule's literal in a host name, non-ASCII digits, a tab, a
-10-digit fraction, an oversized rank, a line inside a traceback, a file with no host
-of its own, one without collector stamps).
+10-digit fraction, an oversized rank, a stamp ``parse_iso`` refuses, ``"`` and ``\\`` in
+an address, a line inside a traceback, a file with no host of its own, one without
+collector stamps). Property tests: ``json_object`` against ``json.dumps``, the stamp
+expressions against ``parse_iso``, random hostile lane lines and losses.
 """
 
 from __future__ import annotations
