@@ -593,7 +593,8 @@ class _Rows:
         n = len(events)
         prefix = f.sha[:20]
         ordinal: dict[int, int] = {}
-        if fp.columns is not None and fp.columns.height:  # a column event is a line's first
+        if fp.shared_lines and fp.columns is not None and fp.columns.height:
+            # a column event is its line's first
             taken = fp.columns["line_no"].to_numpy()
             lines = np.fromiter({e.line_no for e in events}, dtype=np.int64)
             at = np.minimum(np.searchsorted(taken, lines), len(taken) - 1)

@@ -123,20 +123,25 @@ class FileParse:
     # no two on a line; on a line ``events`` also has, the column event comes first):
     # the job-log lanes' and the trainer's ``train_step``
     columns: pl.DataFrame | None = None
+    # whether a column event may share its line with one of ``events`` (the trainer's
+    # ``nonfinite_loss`` on a step line; never a job-log lane's)
+    shared_lines: bool = False
 
     @property
     def event_lines(self) -> int:
         covered: set[int] = set()
+        multi = False
         for e in self.events:
             end = e.line_end or e.line_no
             if end == e.line_no:
                 covered.add(end)
             else:
+                multi = True
                 covered.update(range(e.line_no, end + 1))
         if self.columns is None or not self.columns.height:
             return len(covered)
-        if not covered:
-            return self.columns.height
+        if not covered or not (multi or self.shared_lines):  # no line counted twice
+            return len(covered) + self.columns.height
         # a lane line may lie inside a traceback event's lines (another rank's)
         import numpy as np
 

@@ -298,7 +298,7 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]],
         for k, cols in zip(ks, _batch_columns(batch, tz, ctxs), strict=True):
             out[k] = fp = _parse_file(*files[k], cols)
             if cols.frame is not None and fp.lines:
-                fp.columns = cols.frame
+                fp.columns, fp.shared_lines = cols.frame, True
     return out  # type: ignore[return-value]
 
 
