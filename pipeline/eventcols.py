@@ -113,7 +113,7 @@ class LaneParts:
         a lane line holding one event)."""
         heights = [f.height for f in self.frames]
         local = pl.Series(np.repeat(np.arange(len(self.frames)), heights))
-        frame = pl.concat(self.frames, rechunk=False).with_columns(
+        frame = pl.concat(self.frames, rechunk=True).with_columns(
             pl.Series(self.paths, dtype=pl.String).gather(local).alias("path"),
             pl.Series(self.shas, dtype=pl.String).gather(local).alias("sha256"),
             pl.Series(self.sources, dtype=pl.String).gather(local).alias("source"),
