@@ -360,15 +360,16 @@ ONE_DUCKDB_THREAD_BYTES = 400_000_000
 def _duckdb_threads(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
     """One DuckDB thread for a small corpus's load and root causes.
 
-    With two threads, DuckDB's parallel insert of the events shards writes row groups
-    to the file at once, and the load's ``UPDATE events`` (host aliases, boot-relative
-    times, GPU serials) then makes the checkpoint at ``close`` rewrite them: on small x4
-    (200 MB, 340 k events) commit + close took 0.6-1.0 CPU s and left 15 MB of free
-    blocks in a 59 MB file (in some runs, not others: it depends on how the threads
-    were scheduled). On one thread the same work was 0.4 CPU s, the file 43 MB, and the
-    whole command 0.5-1 CPU s cheaper (no slower in wall time). The tables are the
-    same (row order aside, which no table promises). Above the threshold the second
-    thread's share of the load's queries is left as it was (unmeasured here)."""
+    With two threads, DuckDB's parallel insert of the events shards writes its row
+    groups to the file during the insert, and the checkpoint at ``close`` then rewrites
+    them. Measured on small x4's shards (200 MB, 340 k events; CPU s, best of 3): the
+    merge alone 0.95 + commit 0.02 + close 0.51 on two threads, 0.79 + 0.19 + 0.05 on
+    one; whole ingests: commit + close 0.6-1.0 CPU s on two threads (leaving up to 15 MB
+    of free blocks in a 59 MB file, depending on how the threads were scheduled), 0.4
+    on one (43 MB), the whole command 0.5-1 CPU s cheaper and no slower in wall time.
+    The tables are the same (row order aside, which no table promises;
+    ``tests/test_duckdb_threads.py``). Above the threshold the second thread's share
+    of the load's queries is left as it was (not measured here)."""
     if corpus_weight(paths, limit=ONE_DUCKDB_THREAD_BYTES) < ONE_DUCKDB_THREAD_BYTES:
         con.execute("SET threads = 1")
 
