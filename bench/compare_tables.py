@@ -22,7 +22,9 @@ import duckdb
 from faultline.schemas.tables import TABLES
 
 # Columns whose value depends on the code's own bytes, not on the corpus.
-CODE_DEPENDENT = {"files": ("parsed_with",)}
+CODE_DEPENDENT = {"files": ("parsed_with",),
+                  # hashes of the code that parsed and decided (pipeline/ingest_state.py)
+                  "ingest_state": ("inputs", "parsed_with", "rebuild")}
 
 
 def table_rows(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:

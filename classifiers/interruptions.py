@@ -169,16 +169,22 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
 def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True) -> None:
     tax = load_taxonomy()
     rows_w = []
+    # a job's node list is the same in each of its attempts (a 2,048-host job fails
+    # hundreds of times): expanded once per distinct list, each window given its copy
+    expanded: dict[str, list[str]] = {}
+    for _iid, cur, _nxt in windows:
+        if (cur[5] or "") not in expanded:
+            expanded[cur[5] or ""] = try_expand_hostlist(cur[5] or "")
     con.execute("CREATE OR REPLACE TEMP TABLE wh (iid VARCHAR, host VARCHAR)")
     for iid, cur, _nxt in windows:
         rows_w.append((iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * 1_000_000,
                        cur[3] + DRAIN_AFTER_S * 1_000_000))
     # each attempt's hosts, one window at a time: all of them at once were a million
-    # (window, host) tuples on llama3 (110 MB) held through the whole rebuild
+    # (window, host) tuples on llama3 (60 MB) held through the whole rebuild
     for i in range(0, len(windows), 64):
         iids, names = [], []
         for iid, cur, _nxt in windows[i:i + 64]:
-            hosts = try_expand_hostlist(cur[5] or "")
+            hosts = expanded[cur[5] or ""]
             iids += [iid] * len(hosts)
             names += hosts
         if names:
@@ -219,7 +225,7 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
     out_rows, ev_rows = [], []
     for iid, cur, _nxt in windows:
         failed = cur[3] / 1e6
-        hosts = try_expand_hostlist(cur[5] or "")
+        hosts = list(expanded[cur[5] or ""])
         watchdog = Watchdog(con, iid, watchdog_hosts.get(iid, 0))
         d = decide(cands.get(iid, []), watchdog, hosts, failed, cur, texts, resolver)
         fr_tier.apply(d, fr_tier.for_attempt(hangs, cur[1], cur[2], cur[3]),

@@ -87,11 +87,15 @@ The ``tfidf-lr`` models are fitted once, at build time, by ``python -m
 faultline.classifiers.build_weights`` and shipped as plain arrays (vocabulary, idf,
 coefficients, intercepts, classes, inverse temperature) in ``classifiers/weights/``,
 read with ``np.load(allow_pickle=False)``: no pickle, no scikit-learn at run time
-(:mod:`faultline.classifiers.weights`). Loading them takes about 0.13 s (both tasks);
+(:mod:`faultline.classifiers.weights`). Loading them takes about 0.03 s (both tasks);
 fitting took 3-4 s plus 1 s for importing scikit-learn. The weights record the hash of
 the training data they were fitted on; :func:`load` refuses them
 (:class:`~faultline.classifiers.weights.WeightsMismatch`) when ``fixtures/text/`` or the
-model settings changed since. A rebuild gives the same bytes, and the loaded model's
+model settings changed since. The examples are regenerated for that check only when an
+input they are generated from changed since the build (the weights' seal: "The cheap
+check" in :mod:`~faultline.classifiers.weights`); otherwise the recorded hash, model id
+and vocabulary stand for them (regenerating took 0.2 s per run).
+A rebuild gives the same bytes, and the loaded model's
 probabilities equal the fitted model's (``tests/test_text_weights.py``). The spaCy and
 ensemble kinds are still trained at first use (they are for comparison only). After
 loading, 1000 reasons classify in ~0.15 s.
@@ -220,14 +224,19 @@ def train(task: str, kind: str = DEFAULT_KIND) -> TextClassifier:
 def shipped(task: str) -> TextClassifier:
     """The :data:`DEFAULT_KIND` model read from the shipped weights (no fit, no
     scikit-learn); :class:`~faultline.classifiers.weights.WeightsMismatch` if they were
-    built from other training data than ``fixtures/text/`` holds now."""
-    examples = _examples(task)
+    built from other training data than ``fixtures/text/`` holds now. The examples are
+    regenerated only when the weights are not sealed to the inputs shipped now
+    (:func:`~faultline.classifiers.weights.sealed`)."""
     t0 = time.perf_counter()
-    model = weights.load(task, examples=examples)
+    if weights.sealed(task):
+        model = weights.load(task)
+        model_id = f"text.{task}.{DEFAULT_KIND}@{model.meta['model_digest']}"
+    else:
+        examples = _examples(task)
+        model = weights.load(task, examples=examples)
+        model_id = _model_id(task, DEFAULT_KIND, examples, model.meta["versions"])
     seconds = time.perf_counter() - t0
-    return TextClassifier(task, DEFAULT_KIND, model,
-                          _model_id(task, DEFAULT_KIND, examples, model.meta["versions"]),
-                          training.evidence_vocabulary(examples), seconds)
+    return TextClassifier(task, DEFAULT_KIND, model, model_id, model.evidence, seconds)
 
 
 def _versions() -> dict[str, str]:
@@ -247,10 +256,15 @@ def _model_id(task: str, kind: str, examples: Sequence[training.Example],
 
 @functools.cache
 def model_id(task: str, kind: str = DEFAULT_KIND) -> str:
-    """The id :func:`load` gives its model, without loading it (tens of ms): what
-    lets stored predictions stand in for the model (``text_predictions``)."""
-    recorded = weights.read_meta(task)["versions"] if kind == DEFAULT_KIND else None
-    return _model_id(task, kind, _examples(task), recorded)
+    """The id :func:`load` gives its model, without loading it (a few ms when the
+    weights are sealed to the shipped inputs): what lets stored predictions stand in
+    for the model (``text_predictions``)."""
+    if kind != DEFAULT_KIND:
+        return _model_id(task, kind, _examples(task))
+    meta = weights.read_meta(task)
+    if weights.sealed(task):  # the digest recorded from these very inputs
+        return f"text.{task}.{kind}@{meta['model_digest']}"
+    return _model_id(task, kind, _examples(task), meta["versions"])
 
 
 _CACHE: dict[tuple[str, str], TextClassifier] = {}

@@ -17,8 +17,10 @@ code. The zip members have a fixed timestamp and order, so a rebuild from the sa
 with the same library versions gives the same bytes (``tests/test_text_weights.py``).
 
 - ``meta``: a JSON string: format version, task, kind, the training-data hash
-  (:func:`training_hash`), the scikit-learn / spaCy / numpy versions that fitted it,
-  and each feature block's settings (text view, analyzer, n-gram range);
+  (:func:`training_hash`), the model digest and inputs seal (below), the scikit-learn /
+  spaCy / numpy versions that fitted it, and each feature block's settings (text view,
+  analyzer, n-gram range);
+- ``evidence``: the evidence vocabulary of the training texts (sorted);
 - ``b<i>_terms`` / ``b<i>_idf``: feature block ``i``'s vocabulary (in column order) and
   inverse document frequencies;
 - ``coef``, ``intercept``, ``classes``: the logistic regression;
@@ -27,6 +29,35 @@ with the same library versions gives the same bytes (``tests/test_text_weights.p
 Loading checks the recorded training-data hash against the data shipped now and refuses
 (:class:`WeightsMismatch`) weights built from other data: a model trained on last
 month's fixtures must not answer under this month's id.
+
+The cheap check
+---------------
+Hashing the training data means generating it: every template filled with seeded
+random slots (:mod:`faultline.classifiers.textsets`), 0.4 s per run for both tasks, more
+than loading the arrays. So the weights also record what the data is generated *from*
+and what was derived from it at build time:
+
+- ``evidence``: the evidence vocabulary (:func:`training.evidence_vocabulary`) and, in
+  ``meta``, ``model_digest``: the ``@`` part of the model id for the recorded versions;
+- ``inputs_seal`` in ``meta``: a hash (:func:`inputs_seal`) of every input the
+  examples are a deterministic function of (the bytes of every file under
+  ``fixtures/text/`` and of the taxonomy that validates their labels, the source of
+  the modules that generate, prepare and hash them: ``fixtures/textdata.py``,
+  ``classifiers/textsets.py``, ``classifiers/training.py``, the Python minor version
+  whose ``random``, ``csv`` and ``tomllib`` read and fill them, and the model settings)
+  together with the recorded ``training_hash``, ``model_digest`` and ``evidence``.
+
+Why it is equivalent: :func:`training.shipped_examples` reads nothing but those files
+and runs nothing but that code (``random.Random`` seeded with strings is stable across
+runs), so equal inputs give equal examples, hence the same training hash, model id and
+vocabulary as at build time. When the seal matches, the recorded values are the ones a
+regeneration would compute and are used without regenerating. When it does not (any
+input changed, even a comment, or a recorded value was edited: the seal covers them),
+:func:`load` takes the full path: it generates the examples, compares their hash with
+the recorded one exactly as before, and derives the vocabulary from them, so no weights
+are accepted that the full check would refuse. ``tests/test_text_weights.py`` checks
+that the shipped seal matches (a rebuild is due whenever an input changes) and that both
+paths agree.
 
 Arithmetic
 ----------
@@ -40,10 +71,13 @@ compares them on every training text and on the sample corpus's texts.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import io
 import json
 import math
 import re
+import sys
 import zipfile
 from collections import Counter
 from collections.abc import Sequence
@@ -52,7 +86,8 @@ from pathlib import Path
 
 import numpy as np
 
-from faultline.classifiers import training
+from faultline.classifiers import textsets, training
+from faultline.fixtures import textdata
 
 FORMAT = 1
 KIND = "tfidf-lr"
@@ -81,6 +116,47 @@ def training_hash(task: str, examples: Sequence[training.Example] | None = None)
     if examples is None:
         examples = training.shipped_examples(task)
     return training.data_hash(examples, *training.model_settings(KIND, task))
+
+
+def model_digest(task: str, examples: Sequence[training.Example],
+                 versions: dict[str, str]) -> str:
+    """The ``@`` part of the shipped model's id (:func:`faultline.classifiers.text.model_id`):
+    the training data, the model settings and the recorded library versions."""
+    return training.data_hash(examples, *training.model_settings(KIND, task),
+                              versions["scikit-learn"], versions["spacy"])
+
+
+# Everything training.shipped_examples(task) and training.evidence_vocabulary read or run
+# besides the standard library: the data files, and the code that fills, prepares and
+# hashes them (see "The cheap check" above).
+_INPUT_MODULES = (textdata, textsets, training)
+
+
+def _input_files() -> list[Path]:
+    text = textdata.text_dir()
+    spec = importlib.util.find_spec("faultline.schemas.taxonomy")
+    taxonomy = Path(next(iter(spec.submodule_search_locations or ()))) if spec else None
+    if taxonomy is None:
+        raise WeightsError("faultline.schemas.taxonomy not found")
+    files = sorted(p for p in text.rglob("*") if p.is_file())
+    files += sorted(p for p in taxonomy.iterdir() if p.suffix in (".csv", ".toml"))
+    return files + [Path(m.__file__) for m in _INPUT_MODULES]
+
+
+def inputs_seal(task: str, data_hash: object, digest: object,
+                evidence: Sequence[str]) -> str:
+    """A hash of the inputs ``task``'s examples are generated from, and of the values
+    derived from them at build time (the training hash, the model digest, the evidence
+    vocabulary): equal seals mean a regeneration would give those values again."""
+    h = hashlib.sha256()
+    h.update(repr((FORMAT, task, KIND, sys.version_info[:2],
+                   training.model_settings(KIND, task), data_hash, digest)).encode())
+    for word in evidence:
+        h.update(word.encode() + b"\x00")
+    for path in _input_files():
+        h.update(b"\x1e" + path.name.encode() + b"\x1f")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- predict
@@ -147,7 +223,7 @@ class LinearTextModel(training.ProbaModel):
 
     def __init__(self, task: str, blocks: Sequence[Block], coef: np.ndarray,
                  intercept: np.ndarray, classes: Sequence[str], beta: np.ndarray,
-                 meta: dict) -> None:
+                 meta: dict, evidence: frozenset[str] = frozenset()) -> None:
         self.task = task
         self.blocks = list(blocks)
         self.offsets = np.cumsum([0] + [len(b.vocabulary) for b in self.blocks])[:-1]
@@ -156,6 +232,7 @@ class LinearTextModel(training.ProbaModel):
         self.classes = list(classes)
         self.beta = beta[()]
         self.meta = meta
+        self.evidence = evidence  # words in two training texts or more (text.py)
 
     def decision(self, prepared: Sequence[str]) -> np.ndarray:
         """``X @ coef.T + intercept``, each row summed in column order as scipy does
@@ -229,9 +306,10 @@ def _npy(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def export(model: training.TfidfModel, task: str, data_hash: str,
+def export(model: training.TfidfModel, task: str, examples: Sequence[training.Example],
            versions: dict[str, str]) -> bytes:
-    """The ``.npz`` bytes of a fitted model (deterministic: same model, same bytes)."""
+    """The ``.npz`` bytes of a model fitted on ``examples`` (deterministic: same model,
+    same bytes), with the hashes and vocabulary :func:`load` checks and uses."""
     blocks, lr, calibrator = _fitted_parts(model)
     arrays: dict[str, np.ndarray] = {}
     block_meta = []
@@ -249,7 +327,13 @@ def export(model: training.TfidfModel, task: str, data_hash: str,
     arrays.update(coef=lr.coef_, intercept=lr.intercept_,
                   classes=np.array(model.classes, dtype=str),
                   beta=np.asarray(calibrator.beta_))
+    data_hash = training_hash(task, examples)
+    digest = model_digest(task, examples, versions)
+    evidence = sorted(training.evidence_vocabulary(examples))
+    arrays["evidence"] = np.array(evidence, dtype=str)
     meta = {"format": FORMAT, "task": task, "kind": KIND, "training_hash": data_hash,
+            "model_digest": digest,
+            "inputs_seal": inputs_seal(task, data_hash, digest, evidence),
             "versions": versions, "blocks": block_meta}
     arrays = {"meta": np.array(json.dumps(meta, sort_keys=True)), **arrays}
     for name, arr in arrays.items():
@@ -283,14 +367,45 @@ def read_meta(task: str, directory: Path | None = None) -> dict:
     """The ``meta`` record of a weights file (without reading its arrays)."""
     path = weights_path(task, directory)
     with _open(path) as npz:
-        return json.loads(str(npz["meta"][()]))
+        try:
+            return json.loads(str(npz["meta"][()]))
+        except (KeyError, ValueError) as exc:
+            raise WeightsError(f"{path}: unreadable text model weights: {exc}") from exc
+
+
+def _evidence(npz: np.lib.npyio.NpzFile) -> list[str]:
+    return npz["evidence"].tolist() if "evidence" in npz.files else []
+
+
+@functools.cache
+def sealed(task: str, directory: Path | None = None) -> bool:
+    """Whether the weights' recorded training hash, model digest and evidence vocabulary
+    were derived from the very inputs shipped now (see "The cheap check"): then they
+    stand for a regeneration of the examples."""
+    path = weights_path(task, directory)
+    meta = read_meta(task, directory)
+    with _open(path) as npz:
+        try:
+            evidence = _evidence(npz)
+        except (KeyError, ValueError) as exc:
+            raise WeightsError(f"{path}: unreadable text model weights: {exc}") from exc
+    return meta.get("inputs_seal") == inputs_seal(
+        task, meta.get("training_hash"), meta.get("model_digest"), evidence)
 
 
 def load(task: str, directory: Path | None = None,
          examples: Sequence[training.Example] | None = None) -> LinearTextModel:
-    """The shipped model of ``task``; refuses weights built from other training data."""
+    """The shipped model of ``task``; refuses weights built from other training data.
+
+    With ``examples`` None and the weights :func:`sealed` to the inputs shipped now, the
+    recorded training hash and vocabulary are used as they are; otherwise the examples
+    (``examples``, or :func:`training.shipped_examples` regenerated) are hashed and
+    compared with the recorded hash, and the vocabulary is derived from them."""
     path = weights_path(task, directory)
-    want = training_hash(task, examples)
+    fast = examples is None and sealed(task, directory)
+    if not fast and examples is None:
+        examples = training.shipped_examples(task)
+    want = None if examples is None else training_hash(task, examples)
     with _open(path) as npz:
         try:
             meta = json.loads(str(npz["meta"][()]))
@@ -298,7 +413,7 @@ def load(task: str, directory: Path | None = None,
             if meta.get("format") != FORMAT or meta.get("task") != task:
                 raise WeightsError(f"{path}: format {meta.get('format')} task "
                                    f"{meta.get('task')!r}, expected {FORMAT} {task!r}")
-            if got != want:
+            if want is not None and got != want:
                 raise WeightsMismatch(
                     f"{path}: built from training data {got}, but the data shipped now "
                     f"hashes to {want} (fixtures/text/ or the model settings changed); "
@@ -309,7 +424,9 @@ def load(task: str, directory: Path | None = None,
                 blocks.append(Block(b["view"], b["analyzer"], tuple(b["ngram_range"]),
                                     {t: j for j, t in enumerate(terms)}, npz[f"b{i}_idf"],
                                     b["token_pattern"]))
+            evidence = (frozenset(_evidence(npz)) if examples is None
+                        else training.evidence_vocabulary(examples))
             return LinearTextModel(task, blocks, npz["coef"], npz["intercept"],
-                                   npz["classes"].tolist(), npz["beta"], meta)
+                                   npz["classes"].tolist(), npz["beta"], meta, evidence)
         except (KeyError, ValueError) as exc:
             raise WeightsError(f"{path}: unreadable text model weights: {exc}") from exc

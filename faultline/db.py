@@ -76,13 +76,22 @@ def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
          x.source, x.notes or None, tax.version)
         for x in sorted(tax.xids.values(), key=lambda e: e.xid)
     ]
+    import pyarrow as pa  # here: a read-only open (report, explain) never needs it
+
     with transaction(con):
         for table, rows in ((COMPONENTS, comp_rows), (XID_CATALOG, xid_rows)):
-            # Identifiers come from schemas/, never from input; values are parameters.
+            # Identifiers come from schemas/, never from input; values travel as one
+            # Arrow table (executemany took 0.12 s for these 194 rows on every open).
             name = ddl.quote_ident(table.name)
-            marks = ", ".join("?" for _ in table.columns)
+            cols = table.column_names
+            data = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in rows],
+                                        schema=table.arrow_schema)
             con.execute(f"DELETE FROM {name}")  # noqa: S608
-            con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)  # noqa: S608
+            con.register("_taxonomy_rows", data)
+            try:
+                con.execute(f"INSERT INTO {name} SELECT * FROM _taxonomy_rows")  # noqa: S608
+            finally:
+                con.unregister("_taxonomy_rows")
 
 
 @contextlib.contextmanager

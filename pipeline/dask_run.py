@@ -41,7 +41,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline.pipeline.settings import IngestSettings
-from faultline.pipeline.transforms import ParseFiles, WriteShards, batch_key
+from faultline.pipeline.transforms import ParseFiles, WriteShards, batch_key, spread
 
 RUNNER_NAMES = ("dask", "DaskRunner")
 CONNECT_TIMEOUT_S = 5  # connecting to the scheduler and waiting for a first worker
@@ -196,7 +196,7 @@ def run(paths: Sequence[str | list[str]], settings: IngestSettings, shards: str,
     Ctrl-C or an error cancels its tasks on the cluster, so nothing runs on after it."""
     from apache_beam.runners.dask.dask_runner import DaskRunner
 
-    work = batches(paths, batch_size, workers)
+    work = batches(spread(list(paths)), batch_size, workers)
     if not work:
         return
     flags = [*flags, f"--dask_npartitions={len(work)}"]

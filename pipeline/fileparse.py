@@ -8,7 +8,9 @@ Speed: a real corpus is about a million small files, so nothing is paid per file
 can be paid per batch. The files of the high-volume sources (job, trainer, kernel) are
 parsed together by their parser's ``parse_many`` (one vectorized pass per batch, see
 :mod:`faultline.pipeline.linebatch`), the rows of all files are gathered column by column
-and each Arrow table is built once per batch. :func:`parse_file` is a batch of one: the
+and each Arrow table is built once per batch; the events a parser already gives as
+columns (``FileParse.columns``: job-log lanes, ``train_step``) join it as columns
+(:mod:`faultline.pipeline.eventcols`). :func:`parse_file` is a batch of one: the
 rows of a file never depend on the other files of its batch (``tests/test_fileparse.py``).
 """
 
@@ -28,9 +30,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import PurePosixPath
 
+import numpy as np
 import pyarrow as pa
 
-from faultline.pipeline import bundles, hostpath, resume
+from faultline.pipeline import bundles, eventcols, hostpath, resume
 from faultline.pipeline.parsers import (
     flight_recorder,
     hosts,
@@ -55,8 +58,8 @@ from faultline.schemas.tables import EVENTS, FILE_OFFSETS, FILES, REJECTS
 
 BATCH_PARSERS = {
     "kernel": structured.parse_many,  # plain kernel logs, and journal / JSON lines
-    "job": joblog.parse_many,
-    "trainer": trainer.parse_many,
+    "job": functools.partial(joblog.parse_many, columnar=True),  # lane events as columns
+    "trainer": functools.partial(trainer.parse_many, columnar=True),  # train_step too
 }
 PARSERS = {
     "kernel": structured.parse,
@@ -81,6 +84,17 @@ MAX_LINE_BYTES = 1 << 16
 MAX_PLAIN_BYTES = 1 << 30
 _GUNZIP_IN = 1 << 16
 _GUNZIP_OUT = 1 << 24
+# gzip data up to this size is tried in one decompress call first, its output capped at
+# the limit; anything but one clean member within the limit then goes through the
+# loop, which alone says what went wrong (and keeps what came before it) ...
+_GUNZIP_ONE_CALL = MAX_PLAIN_BYTES
+# ... by ISA-L's inflate where installed: the same bytes out in 60% of zlib's time on
+# llama3's job logs, half of it on its kernel logs (tests/test_gunzip_one_call.py
+# checks it against the zlib loop, case by case)
+try:
+    from isal import isal_zlib as _ONE_CALL_ZLIB
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the same answer
+    _ONE_CALL_ZLIB = zlib
 # Lines parsed together by one parse_many call: enough to pay polars' fixed cost once
 # for hundreds of small files, few enough to bound a batch's memory.
 MAX_BATCH_LINES = 1 << 15
@@ -146,6 +160,14 @@ def gunzip(data: bytes, limit: int = MAX_PLAIN_BYTES) -> tuple[bytes, str | None
     https://docs.python.org/3/library/zlib.html#zlib.Decompress.decompress and
     ``unconsumed_tail`` / ``unused_data`` / ``eof`` on the same page.
     """
+    if len(data) <= _GUNZIP_ONE_CALL:  # a file of one clean member: one call, no loop
+        d = _ONE_CALL_ZLIB.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = d.decompress(data, limit + 1)
+        except _ONE_CALL_ZLIB.error:
+            out = None
+        if out is not None and d.eof and not d.unused_data and len(out) <= limit:
+            return out, None  # what the loop below gives it (else it decides)
     pieces: list[bytes] = []
     size = 0
     rest = data
@@ -313,14 +335,23 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
     for source in list(pending):
         flush(source)
     rows = _Rows(settings.fingerprint)
+    with_columns: list[tuple[FileParse, int | None]] = []
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
         last = None
         if f.resume is not None:  # a grown file's window: rows of its new lines only
             r = f.resume
             fp.events, fp.rejects = resume.shift(fp.events, fp.rejects, f.first, r.restart)
+            fp.columns = resume.shift_columns(fp.columns, f.first, r.restart)
             fp.lines, fp.shape, last = f.total_lines, r.shape, r.prior_max_ts
-        _flag_clock_backwards(fp, last)
+        if fp.columns is None:
+            _flag_clock_backwards(fp, last)
+        else:
+            with_columns.append((fp, last))
+    if with_columns:
+        eventcols.flag_clock_backwards(with_columns)
+    for f, fp in zip(files, results, strict=True):
+        assert fp is not None
         rows.add(f, fp)
     return rows.tables()
 
@@ -518,9 +549,13 @@ def attrs_json(attrs: dict) -> str | None:
 def _host_from(f: _File, fp: FileParse) -> str:
     """``files.host_from``: how the path gave the host, else ``line`` when the file's
     events name their hosts, else ``none``."""
-    if f.ctx.host is not None or not fp.events:
+    columns = fp.columns if fp.columns is not None and fp.columns.height else None
+    if f.ctx.host is not None or not (fp.events or columns is not None):
         return f.ctx.host_from
-    return "line" if any(e.host for e in fp.events) else "none"
+    if any(e.host for e in fp.events) or (
+            columns is not None and columns["host"].null_count() < columns.height):
+        return "line"
+    return "none"
 
 
 class _Rows:
@@ -533,6 +568,8 @@ class _Rows:
         self.rejects: dict[str, list] = {c: [] for c in REJECTS.column_names}
         self.offsets: dict[str, list] = {c: [] for c in FILE_OFFSETS.column_names}
         self.resumed: dict[str, list] = {"path": [], "restart": [], "from_path": []}
+        self.event_file: list[int] = []  # per events row: its file's place in the batch
+        self.lanes = eventcols.LaneParts()  # events kept as columns (FileParse.columns)
 
     def add(self, f: _File, fp: FileParse) -> None:
         event_lines, reject_lines = fp.event_lines, fp.reject_lines
@@ -558,6 +595,8 @@ class _Rows:
             self.resumed["from_path"].append(f.resume.from_path)
         if fp.events:
             self._add_events(f, fp)
+        if fp.columns is not None and fp.columns.height:
+            self.lanes.add(len(self.files["path"]) - 1, fp.columns, f.path, f.sha, f.source)
         if fp.rejects:
             r = self.rejects
             n = len(fp.rejects)
@@ -573,6 +612,12 @@ class _Rows:
         n = len(events)
         prefix = f.sha[:20]
         ordinal: dict[int, int] = {}
+        if fp.shared_lines and fp.columns is not None and fp.columns.height:
+            # a column event is its line's first
+            taken = fp.columns["line_no"].to_numpy()
+            lines = np.fromiter({e.line_no for e in events}, dtype=np.int64)
+            at = np.minimum(np.searchsorted(taken, lines), len(taken) - 1)
+            ordinal = dict.fromkeys(lines[taken[at] == lines].tolist(), 1)
         ids = []
         for e in events:
             k = ordinal.get(e.line_no, 0)
@@ -596,11 +641,15 @@ class _Rows:
         c["sha256"].extend([f.sha] * n)
         c["rank"].extend([e.rank for e in events])
         c["attrs"].extend([attrs_json(e.attrs) for e in events])
+        self.event_file.extend([len(self.files["path"]) - 1] * n)
 
     def tables(self) -> ParsedFile:
+        events = pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema)
+        if self.lanes.files:
+            events = self.lanes.merge(events, self.event_file, len(self.files["path"]))
         return ParsedFile(
             files=pa.Table.from_pydict(self.files, schema=FILES.arrow_schema),
-            events=pa.Table.from_pydict(self.events, schema=EVENTS.arrow_schema),
+            events=events,
             rejects=pa.Table.from_pydict(self.rejects, schema=REJECTS.arrow_schema),
             file_offsets=pa.Table.from_pydict(self.offsets,
                                               schema=FILE_OFFSETS.arrow_schema),

@@ -12,7 +12,11 @@ Times travel as integer microseconds since the Unix epoch, UTC (see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from faultline.schemas.event_kinds import EVENT_KINDS
 from faultline.schemas.tables import TS_QUALITIES
@@ -93,6 +97,12 @@ class Reject:
         return cls(line_no, reason, raw[:RAW_LIMIT])
 
 
+# The columns of the events a parser gives as a frame (``FileParse.columns``): the
+# ``events`` columns a file's parse decides (``attrs`` as its JSON text).
+COLUMN_EVENTS = ("line_no", "kind", "ts", "ts_quality", "host", "rank", "message", "attrs",
+                 "job_id")
+
+
 @dataclass(slots=True)
 class FileParse:
     """Everything one parser found in one file.
@@ -109,17 +119,36 @@ class FileParse:
     # Rejected lines left out of ``rejects``: a file of no known source keeps only a
     # sample of its lines there (INTERFACE.md), but all of them count as rejected.
     unsampled_rejects: int = 0
+    # More events, as columns (:data:`COLUMN_EVENTS`; one line each, in line order,
+    # no two on a line; on a line ``events`` also has, the column event comes first):
+    # the job-log lanes' and the trainer's ``train_step``
+    columns: pl.DataFrame | None = None
+    # whether a column event may share its line with one of ``events`` (the trainer's
+    # ``nonfinite_loss`` on a step line; never a job-log lane's)
+    shared_lines: bool = False
 
     @property
     def event_lines(self) -> int:
         covered: set[int] = set()
+        multi = False
         for e in self.events:
             end = e.line_end or e.line_no
             if end == e.line_no:
                 covered.add(end)
             else:
+                multi = True
                 covered.update(range(e.line_no, end + 1))
-        return len(covered)
+        if self.columns is None or not self.columns.height:
+            return len(covered)
+        if not covered or not (multi or self.shared_lines):  # no line counted twice
+            return len(covered) + self.columns.height
+        # a lane line may lie inside a traceback event's lines (another rank's)
+        import numpy as np
+
+        lane = self.columns["line_no"].to_numpy()  # increasing
+        lines = np.fromiter(covered, dtype=np.int64, count=len(covered))
+        at = np.minimum(np.searchsorted(lane, lines), len(lane) - 1)
+        return len(covered) + len(lane) - int((lane[at] == lines).sum())
 
     @property
     def reject_lines(self) -> int:

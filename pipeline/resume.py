@@ -235,3 +235,14 @@ def shift(events: list, rejects: list, first: int, restart: int
         evs.append(e)
     rjs = [replace(x, line_no=x.line_no + d) for x in rejects if x.line_no + d >= restart]
     return evs, rjs
+
+
+def shift_columns(columns: pl.DataFrame | None, first: int, restart: int
+                  ) -> pl.DataFrame | None:
+    """:func:`shift` of the events a parse kept as columns (``FileParse.columns``: one
+    line each, so ``line_end`` is ``line_no``); None when none is left."""
+    if columns is None:
+        return None
+    out = columns.with_columns(pl.col("line_no") + (first - 1)).filter(
+        pl.col("line_no") >= restart)
+    return out if out.height else None

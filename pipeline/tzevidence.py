@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,13 +77,18 @@ def offsets_in(lines: Iterable[str]) -> list[Observation]:
         m = _OFFSET_STAMP.match(line)
         if not m:
             continue
-        got = parse_iso(m.group(1) + m.group(2), _UTC)
-        if got is None or not in_range(got[0]):
-            continue
+        # The wall time read as UTC, less the offset: what parse_iso gives the stamp with
+        # its offset (the same checks: a real date and time, an offset under 24 h), but
+        # on parse_iso's regex-free path for collector stamps instead of a datetime.
         sign = -1 if m.group(2)[0] == "-" else 1
         digits = m.group(2)[1:].replace(":", "")
-        out.append(Observation(got[0], sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60),
-                               "offset"))
+        minutes = int(digits[:2]) * 60 + int(digits[2:])
+        wall = parse_iso(m.group(1) + "Z", _UTC)
+        if wall is None or minutes >= 24 * 60:
+            continue
+        at = wall[0] - sign * minutes * 60 * _US
+        if in_range(at):
+            out.append(Observation(at, sign * minutes * 60, "offset"))
     return out
 
 
@@ -181,13 +187,31 @@ def _head(path: str, n: int) -> bytes:
         return f.read(n)
 
 
+def _gunzip_head(data: bytes, n: int) -> bytes:
+    """The first ``n`` bytes of the gzip stream ``data`` decompresses to, as
+    :func:`~faultline.pipeline.fileparse.gunzip` ``(data, n)`` gives them, without
+    decompressing what lies beyond them (that call inflates its whole first input piece,
+    up to 1 MB out, for the 40 lines used here). A stream whose first member ends
+    sooner with more after it, or that is corrupt within those bytes, is left to
+    ``gunzip`` itself. (A stream corrupt only past them keeps them here, where ``gunzip``
+    drops the whole 64 KB input piece the corruption is in: sound lines, never others.)"""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(data, n)
+    except zlib.error:
+        return gunzip(data, n)[0]
+    if len(out) < n and d.eof and d.unused_data:
+        return gunzip(data, n)[0]
+    return out
+
+
 def _chunks(path: str, tail: bool) -> list[list[str]]:
     """Lines of a file's head (and, for a plain local file, its tail)."""
     try:
         data = _head(path, CHUNK * (8 if path.endswith(".gz") else 1))
         out = []
         if data[:2] == b"\x1f\x8b":
-            data, _ = gunzip(data, CHUNK)
+            data = _gunzip_head(data, CHUNK)
         out.append(split_lines(decode(data))[:LINES_PER_CHUNK])
         if tail and "://" not in path and not path.endswith(".gz"):
             with Path(path).open("rb") as f:

@@ -178,6 +178,7 @@ class LiveFilesystem:
         self.grow = str(corpus / GROWS)
         self.read: dict[str, bytes] = {}
         self._discover = run.discover
+        self._read_local = transforms._read_local
 
     def discover(self, roots, exclude=(), skipped=None):
         paths = list(self._discover(roots, exclude, skipped))
@@ -187,33 +188,16 @@ class LiveFilesystem:
             f.write(b"2024-12-31T08:00:01.000001Z NCCL WARN grew after discovery\n")
         return iter(paths)
 
-    def open(self, path, mode="r", *args, **kwargs):
+    def read_local(self, path: str, cap: int) -> tuple[bytes, float]:
+        """``transforms._read_local``, as the world around it behaves."""
         if os.path.exists(path) and os.stat(path).st_mode & 0o444 == 0:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-        if path != self.grow:
-            return builtins.open(path, mode, *args, **kwargs)
-        with builtins.open(path, mode, *args, **kwargs) as f:
-            data = f.read()
-        self.read[path] = data
-        with builtins.open(path, "ab") as g:
-            g.write(b"2024-12-31T08:00:02.000001Z written while the file was read\n")
-        return _Bytes(data)
-
-
-class _Bytes:
-    """A file object over bytes already read (what ``open`` gave the reader)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, size: int = -1) -> bytes:
-        return self.data if size < 0 else self.data[:size]
-
-    def __enter__(self) -> _Bytes:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+        data, mtime = self._read_local(path, cap)
+        if path == self.grow:
+            self.read[path] = data
+            with builtins.open(path, "ab") as g:
+                g.write(b"2024-12-31T08:00:02.000001Z written while the file was read\n")
+        return data, mtime
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +219,7 @@ def hostile(tmp_path_factory, repo_root) -> Ingested:
     db = root / "hostile.duckdb"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(run, "discover", live.discover)
-        mp.setattr(transforms, "open", live.open, raising=False)
+        mp.setattr(transforms, "_read_local", live.read_local)
         output = ingest_cli(corpus, db)
     assert live.read, "the reader never opened the growing file"
     return Ingested(corpus, db, output, {os.path.relpath(p, corpus): d

@@ -1,24 +1,39 @@
-"""The job-log fast lanes give exactly the events of the general path.
+"""The job-log fast lanes (and the trainer's ``train_step`` columns) give exactly the
+events of the per-line path, row for row, attrs byte for byte.
 
 Each line below is parsed twice: in a batch large enough for the vectorized path (where
-:mod:`faultline.pipeline.parsers.joblog_lanes` reads the lines it recognizes) and by
-:func:`joblog.parse_lines` with no lanes (the general, per-line path). Every field of
-every event must agree. The in-shape lines are the formats of
+:mod:`faultline.pipeline.parsers.joblog_lanes` builds the events of the lines it
+recognizes as columns) and by :func:`joblog.parse_lines` (the general, per-line path).
+Every field of every event must agree, as objects, as columns, and in the tables
+:func:`fileparse.parse_batch` writes (clock-backwards flags, event ids, row order, line
+accounting, a grown file's window). The in-shape lines are the formats of
 ``tests/test_parse_joblog.py`` (PyTorch ``ProcessGroupNCCL.cpp``, NCCL ``bootstrap.cc``
 wordings); the variants are shapes a lane must NOT take, or must take and still read
 the same (an earlier rule's literal in a host name, non-ASCII digits, a tab, a
-10-digit fraction, an oversized rank, a line inside a traceback, a file with no host
-of its own, one without collector stamps).
+10-digit fraction, an oversized rank, a stamp ``parse_iso`` refuses, ``"`` and ``\\`` in
+an address, a line inside a traceback, a file with no host of its own, one without
+collector stamps). Property tests: ``json_object`` against ``json.dumps``, the stamp
+expressions against ``parse_iso``, random hostile lane lines and losses.
 """
 
 from __future__ import annotations
 
-import pytest
+import datetime as dt
+import json
+from zoneinfo import ZoneInfo
 
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from faultline.pipeline import colexpr, fileparse, resume, timeutil
 from faultline.pipeline.fileparse import attrs_json
 from faultline.pipeline.linebatch import LineBatch
-from faultline.pipeline.parsers import joblog, joblog_lanes
+from faultline.pipeline.parsers import joblog, joblog_lanes, trainer
 from faultline.pipeline.records import ParseContext
+from faultline.pipeline.settings import IngestSettings
 
 CTX = ParseContext(path="jobs/81234/node0007.log", host="node0007", job_id="81234",
                    job_window=(1_719_835_200_000_000, 1_719_900_000_000_000))
@@ -40,7 +55,10 @@ CASES = [
     ("bootstrap_ipv6", f"{T0} n1:5:6 [7] NCCL INFO Bootstrap : Using ib0:fe80::1%ib0<0>", True),
     ("bootstrap_offset_stamp", BOOT.replace("Z ", "+02:00 "), True),
     ("bootstrap_local_stamp", BOOT.replace("Z ", " "), True),
-    ("bootstrap_out_of_range_stamp", BOOT.replace("2024-", "1970-"), True),
+    ("bootstrap_out_of_range_stamp", BOOT.replace("2024-", "1970-"), False),
+    ("bootstrap_no_such_day", BOOT.replace("2024-07-01", "2023-02-29"), False),
+    ("bootstrap_offset_24h", BOOT.replace("Z ", "+23:60 "), False),
+    ("bootstrap_hostile_address", BOOT.replace("10.1.2.42", "a\"b\\\\c\\\"d"), True),
     ("bootstrap_host_with_rule_literal", BOOT.replace("node0042", "ChildFailedError"), False),
     ("bootstrap_host_nccl_error", BOOT.replace("node0042", "ncclSystemError"), False),
     ("bootstrap_tab_after_stamp", BOOT.replace("Z ", "Z\t"), False),
@@ -67,23 +85,44 @@ CASES = [
 ROUTINE = [f"{T0} [rank0]:step 12 ok"] * (joblog.SMALL_FILE_LINES + 8)
 
 
+def _row(e) -> tuple:
+    return (e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
+            e.device, e.job_id, e.rank, attrs_json(e.attrs))
+
+
 def _events(fp) -> list[tuple]:
-    return [(e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
-             e.device, e.job_id, e.rank, attrs_json(e.attrs)) for e in fp.events]
+    return [_row(e) for e in fp.events]
+
+
+def _columnar(fp) -> list[tuple]:
+    """A columnar parse's events (objects and columns) in line order, attrs as stored."""
+    rows = _events(fp)
+    if fp.columns is not None:
+        rows += [(line_no, line_no, kind, message, ts, quality, host, None, None, job_id,
+                  rank, attrs)
+                 for line_no, kind, ts, quality, host, rank, message, attrs, job_id
+                 in fp.columns.select(joblog_lanes.EVENT_COLUMNS).iter_rows()]
+    return sorted(rows, key=lambda r: r[0])
 
 
 def _both(lines: list[str], ctx: ParseContext) -> tuple[list[tuple], list[tuple]]:
-    """(batched, with lanes; general path alone) events of one file."""
+    """(batched, with lanes; general path alone) events of one file; the batched
+    parse as objects and as columns must agree, attrs byte for byte."""
     fast = joblog.parse_many([(lines, ctx)])[0]
-    slow = joblog.parse_lines(lines, ctx, None, None)
+    cols = joblog.parse_many([(lines, ctx)], columnar=True)[0]
+    slow = joblog.parse_lines(lines, ctx)
     assert fast.lines == slow.lines and fast.event_lines == slow.event_lines
+    assert cols.event_lines == slow.event_lines
+    assert _columnar(cols) == _events(fast)
     return _events(fast), _events(slow)
 
 
-def _lane_rows(lines: list[str]) -> dict[int, tuple]:
+def _lane_rows(lines: list[str], tz_utc: bool = True) -> set[int]:
     batch = LineBatch([lines])
     hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
-    return joblog_lanes.lanes(batch, hits, joblog._RULE_CHECKS)[0]
+    frame = joblog_lanes.lane_frame(batch, hits, joblog._RULE_CHECKS, np.array([True]),
+                                    np.array([tz_utc]))
+    return set(frame["row"].to_list())
 
 
 @pytest.mark.parametrize(("line", "taken"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -94,13 +133,23 @@ def test_a_lane_reads_a_line_as_the_general_path_does(line, taken):
     assert (len(ROUTINE) in _lane_rows(lines)) is taken
 
 
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
+def test_a_zone_less_stamp_takes_a_lane_only_in_utc(tz):
+    line = BOOT.replace("Z ", " ")
+    lines = [*ROUTINE, line, *ROUTINE[:3]]
+    ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
+    fast, slow = _both(lines, ctx)
+    assert fast == slow and fast[0][5] == "assumed_tz"
+    assert (len(ROUTINE) in _lane_rows(lines, tz == "UTC")) is (tz == "UTC")
+
+
 def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
     files = [([*ROUTINE[:k], BOOT, WATCH, PROG, *ROUTINE[:5]],
               ParseContext(path=f"jobs/1/n{k}.log", host=f"n{k}", job_id="1"))
              for k in range(1, 40)]
     many = joblog.parse_many(files)
     for (lines, ctx), fp in zip(files, many, strict=True):
-        assert _events(fp) == _events(joblog.parse_lines(lines, ctx, None, None))
+        assert _events(fp) == _events(joblog.parse_lines(lines, ctx))
         assert [e.kind for e in fp.events] == ["nccl_bootstrap", "nccl_watchdog",
                                                "nccl_watchdog_progress"]
 
@@ -125,3 +174,222 @@ def test_a_file_without_collector_stamps_takes_the_general_path():
 def test_every_rule_before_a_lane_has_literals():
     for _kind, (_pattern, rule_id, _ints) in joblog_lanes.LANES.items():
         assert joblog_lanes.earlier_needles(rule_id, joblog._RULE_CHECKS) is not None
+
+
+# --- the batch's tables: columns and the per-line path give the same rows -----------------
+
+def _general_many(files):
+    return [joblog.parse_lines(lines, ctx) for lines, ctx in files]
+
+
+def _tables(items, settings=None, general=False):
+    settings = settings or IngestSettings()
+    with pytest.MonkeyPatch.context() as mp:
+        if general:
+            mp.setitem(fileparse.BATCH_PARSERS, "job", _general_many)
+        got = fileparse.parse_batch(items, settings)
+    return got.files.to_pylist(), got.events.to_pylist()
+
+
+def _stamp(line: str, stamp: str) -> str:
+    return stamp + line[len(T0):]
+
+
+def _mixed_log() -> list[str]:
+    """Lane lines among general ones: a clock going back (on a lane line, on a general
+    line, and after an inherited one), a traceback with another rank's lane lines
+    inside it, lane-shaped lines the lanes refuse, a lane line after the traceback."""
+    back = "2024-07-01T11:59:00.000000Z"
+    return [
+        *ROUTINE[:70], BOOT, _stamp(WATCH, back), f"{T0} [rank3]:exitcode  : 1",
+        "[rank3]: no stamp here: exitcode  : 2",
+        _stamp(PROG, "2024-07-01T11:58:00.000000Z"),
+        f"{T0} [rank2]:Traceback (most recent call last):",
+        f'{T0} [rank2]:  File "/train.py", line 10, in <module>',
+        WATCH.replace("[rank27]", "[rank5]"), PROG,
+        f"{T0} [rank2]:RuntimeError: CUDA error: an illegal memory access",
+        BOOT.replace("2024-", "1970-"), BOOT.replace("Z ", "+23:60 "),
+        _stamp(BOOT, "2024-07-01T12:00:04.5+02:00"), *ROUTINE[:5],
+        _stamp(WATCH, "2024-07-01T12:30:00.000000Z"), _stamp(PROG, "2024-07-01 12:00:01"),
+        _stamp(BOOT, "2024-07-01T12:29:58.500000Z"),  # 1.5 s back: flagged
+        _stamp(PROG, "2024-07-01T12:29:59.500000Z"),  # 0.5 s back: not
+    ]
+
+
+def _item(path: str, lines: list[str]) -> tuple:
+    return path, ("\n".join(lines) + "\n").encode(), 1_719_900_000.0
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/Los_Angeles"])
+def test_the_batch_tables_equal_the_per_line_paths_row_for_row(tz):
+    mixed = _mixed_log()
+    items = [
+        _item("jobs/81234/node0007.log", mixed),
+        _item("jobs/81234/node0008.log", [*ROUTINE, BOOT, WATCH, PROG]),
+        _item("jobs/81234/slurm-81234.out", [ln[len(T0) + 1:] for ln in mixed]),
+        _item("jobs/81234/node0009.log", ROUTINE),
+        _item("jobs/81234/node0010.log", [*ROUTINE[:3], BOOT]),  # too small for lanes
+    ]
+    settings = IngestSettings(tz=tz)
+    files, events = _tables(items, settings)
+    want_files, want_events = _tables(items, settings, general=True)
+    assert files == want_files
+    assert events == want_events
+    attrs = [json.loads(e["attrs"]) for e in events if e["path"].endswith("node0007.log")]
+    assert sum("clock_backwards_us" in a for a in attrs) >= 2
+
+
+def test_a_grown_files_window_shifts_the_column_events():
+    lines = _mixed_log()
+    path, data, mtime = _item("jobs/81234/node0007.log", lines)
+    read_to, prefix, _sha = resume.offsets(data)
+    later = "2024-07-01T12:40:00.000000Z"
+    grown = [*lines, *ROUTINE[:80], _stamp(BOOT, later), _stamp(WATCH, later),
+             _stamp(PROG, "2024-07-01T11:00:00.000000Z")]
+    n = len(lines)
+    state = resume.Resume(read_to=read_to, prefix_sha256=prefix, lines=n, restart=n - 3,
+                          window=n - 12, source="job", shape="collector",
+                          prior_max_ts=1_719_837_000_000_000).to_json()
+    item = (path, _item(path, grown)[1], mtime, None, state)
+    got = _tables([item])
+    want = _tables([item], general=True)
+    assert got == want
+    files, events = got
+    assert files[0]["lines"] == len(grown)
+    assert min(e["line_no"] for e in events) >= n - 3
+    assert [e["line_no"] for e in events][-3:] == [len(grown) - 2, len(grown) - 1,
+                                                    len(grown)]
+    assert "clock_backwards_us" in events[-1]["attrs"]
+    assert all(e["event_id"].endswith(f":{e['line_no']}:0") for e in events[-3:])
+
+
+# --- attrs JSON: the expressions write what json.dumps writes -----------------------------
+
+ASCII = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ASCII, min_size=1, max_size=20), st.lists(st.integers(-2**62, 2**62),
+                                                          min_size=1, max_size=20))
+def test_json_object_is_json_dumps_byte_for_byte(texts, ints):
+    n = min(len(texts), len(ints))
+    frame = pl.DataFrame({"s": texts[:n], "i": ints[:n]}, schema={"s": pl.String,
+                                                                 "i": pl.Int64})
+    got = frame.select(colexpr.json_object({
+        "zeta": ("str", pl.col("s")), "alpha": ("int", pl.col("i")),
+        "mid": ("str", pl.lit("c10d.x")),
+    }).alias("j"))["j"].to_list()
+    assert got == [json.dumps({"zeta": s, "alpha": i, "mid": "c10d.x"}, sort_keys=True,
+                              default=str) for s, i in zip(texts, ints, strict=False)]
+
+
+ADDRESS = st.text(alphabet=[chr(c) for c in range(0x21, 0x7F) if chr(c) != "<"],
+                  min_size=1, max_size=64)
+STAMPS = st.builds(
+    lambda t, sep, frac, zone: t.strftime(f"%Y-%m-%d{sep}%H:%M:%S") + frac + zone,
+    st.datetimes(min_value=dt.datetime(1990, 1, 1), max_value=dt.datetime(2110, 1, 1)),
+    st.sampled_from("T "), st.sampled_from(["", ".5", ",123", ".123456", ".123456789"]),
+    st.sampled_from(["Z", "", "+02:00", "-0530", "+23:59", "-24:00", "+00:99"]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(STAMPS, ADDRESS, st.sampled_from([BOOT, WATCH, PROG])),
+                min_size=1, max_size=6))
+def test_lane_lines_with_hostile_fields_agree_with_the_general_path(shapes):
+    lines = list(ROUTINE)
+    for stamp, address, line in shapes:
+        lines.append(stamp + line[len(T0):].replace("10.1.2.42", address))
+    fast, slow = _both(lines, CTX)
+    assert fast == slow
+    files, events = _tables([_item("jobs/81234/node0007.log", lines)])
+    assert (files, events) == _tables([_item("jobs/81234/node0007.log", lines)],
+                                      general=True)
+
+
+# --- stamps: the expressions read what parse_iso reads ------------------------------------
+
+LAYOUT = st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                       r"(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})?\Z", fullmatch=True)
+LEAP = st.builds(lambda s: s[:17] + "60" + s[19:], STAMPS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(LAYOUT, STAMPS, LEAP), min_size=1, max_size=30), st.booleans())
+def test_stamps_read_as_parse_iso_reads_them(stamps, utc_local):
+    frame = pl.DataFrame({"stamp": stamps, "utc": [utc_local] * len(stamps),
+                          "i": range(len(stamps))})
+    got = colexpr.with_iso_us(frame, "stamp", "utc").sort("i")
+    want = []
+    for s in stamps:
+        p = timeutil.parse_iso(s, ZoneInfo("UTC"))
+        ok = p is not None and timeutil.in_range(p[0]) and (p[1] or utc_local)
+        want.append(p[0] if ok else None)
+    assert got["ts"].to_list() == want
+    for s, z, t in zip(stamps, got["zoned"].to_list(), want, strict=True):
+        if t is not None:
+            assert z is timeutil.parse_iso(s, ZoneInfo("UTC"))[1]
+
+
+@pytest.mark.parametrize("stamp", [
+    "2024-07-01T23:59:60.000000Z", "2024-07-01T24:00:00.000000Z", "2023-02-29T00:00:00.000000Z",
+    "2024-04-31T00:00:00.000000Z", "2024-00-10T00:00:00.000000Z", "1999-12-31T23:59:59.999999Z",
+    "2100-01-01T00:00:00.000000Z", "2024-07-01T12:00:03.000001Z", "2024-07-01 23:59:60Z",
+    "2024-07-01T12:00:03+24:00", "2024-07-01T12:00:03-23:59", "2024-07-01T12:00:03,1234567Z",
+])
+def test_hostile_stamps_read_as_parse_iso_reads_them(stamp):
+    got = colexpr.with_iso_us(pl.DataFrame({"stamp": [stamp], "utc": [True]}), "stamp",
+                              "utc")["ts"].to_list()
+    p = timeutil.parse_iso(stamp, ZoneInfo("UTC"))
+    assert got == [p[0] if p is not None and timeutil.in_range(p[0]) else None]
+
+
+def test_a_batch_of_lane_events_only_equals_the_per_line_paths():
+    lines = [*ROUTINE, BOOT, WATCH, _stamp(PROG, "2024-07-01T11:00:00.000000Z")]
+    items = [_item("jobs/81234/node0008.log", lines)]
+    got = _tables(items)
+    assert got == _tables(items, general=True)
+    assert len(got[1]) == 3 and "clock_backwards_us" in got[1][2]["attrs"]
+
+
+# --- the trainer's train_step events as columns -------------------------------------------
+
+def _trainer_tables(items, settings=None, general=False):
+    settings = settings or IngestSettings()
+    with pytest.MonkeyPatch.context() as mp:
+        if general:
+            mp.setitem(fileparse.BATCH_PARSERS, "trainer", trainer.parse_many)
+        got = fileparse.parse_batch(items, settings)
+    return got.files.to_pylist(), got.events.to_pylist()
+
+
+def _train_log(losses) -> list[str]:
+    out = ["starting up (no time yet)", "step=1 loss=2.5 before any time"]
+    for n, loss in enumerate(losses, 2):
+        out.append(f"2024-07-01 11:{n % 60:02d}:00,004 INFO step={n} loss={loss} grad_norm=0.4")
+    out += [
+        "2024-07-01 11:30:00,002 ERROR non-finite loss (nan) at step 90",
+        "2024-07-01 11:30:00,002 INFO step=90 loss=nan grad_norm=0.4",
+        "2024-07-01 11:20:00,002 INFO step=91 loss=1.5",  # clock back 10 min
+        "2024-07-01 11:20:00,003 INFO checkpoint saved step=91 path=/ckpt/s91 seconds=4",
+        "2024-07-01 11:20:01,000 ERROR Traceback (most recent call last):",
+        '  File "/train.py", line 3, in <module>',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "step=92 loss=1.25 (no stamp: inherited)",
+        "2024-07-01 11:19:59,000 INFO step=93 loss=1e-05",  # back 2 s, after an inherited
+    ]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                          st.sampled_from([1e-05, 2.9e20, 0.0001, 1e16, -0.0, 3.0])),
+                min_size=1, max_size=80), st.sampled_from(["UTC", "America/New_York"]))
+def test_train_step_columns_equal_the_objects_row_for_row(losses, tz):
+    items = [_item("jobs/81234/train.log", _train_log(losses)),
+             _item("jobs/81235/train.log", _train_log(losses[::-1])),
+             _item("jobs/81236/train.log", ["2024-07-01 11:00:00,004 INFO hello"])]
+    got = _trainer_tables(items, IngestSettings(tz=tz))
+    assert got == _trainer_tables(items, IngestSettings(tz=tz), general=True)
+    kinds = [e["kind"] for e in got[1]]
+    assert kinds.count("train_step") >= len(losses) and "nonfinite_loss" in kinds
+    assert {f["source"] for f in got[0]} == {"trainer"}

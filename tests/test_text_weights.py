@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from faultline.classifiers import build_weights, text, training, weights
+from faultline.fixtures import textdata
 
 TASKS = ("reason", "traceback")
 
@@ -40,8 +41,7 @@ def fitted() -> dict[str, training.TfidfModel]:
 @pytest.mark.parametrize("task", TASKS)
 def test_rebuild_gives_the_committed_bytes(task, fitted):
     examples = training.shipped_examples(task)
-    rebuilt = weights.export(fitted[task], task, weights.training_hash(task, examples),
-                             build_weights.versions())
+    rebuilt = weights.export(fitted[task], task, examples, build_weights.versions())
     assert rebuilt == weights.weights_path(task).read_bytes(), (
         "classifiers/weights/ is stale: run python -m faultline.classifiers.build_weights")
     assert build_weights.build(task) == rebuilt  # a second fit: same bytes again
@@ -79,14 +79,87 @@ def test_load_refuses_weights_of_other_training_data(tmp_path):
         weights.load("reason", tmp_path, relabeled)
 
 
-def test_text_load_refuses_stale_weights(monkeypatch):
+def _forget_loaded() -> None:
+    """Drop every cached read of the training data, the weights and the models."""
+    for cached in (textdata.templates, textdata.real_texts, textdata.real_tracebacks,
+                   weights.sealed, weights.read_meta, text.model_id):
+        cached.cache_clear()
+    text._CACHE.clear()
+
+
+@pytest.fixture
+def edited_text_dir(tmp_path, monkeypatch):
+    """``edit(relative path, append)``: a copy of ``fixtures/text/`` read in place of the
+    shipped one, with ``append`` added to one of its files (the data shipped changed)."""
+    copy = tmp_path / "text"
+    shutil.copytree(textdata.text_dir(), copy)
+    monkeypatch.setattr(textdata, "text_dir", lambda: copy)
+    _forget_loaded()
+
+    def edit(name: str, append: str) -> None:
+        with (copy / name).open("a", encoding="utf-8") as f:
+            f.write(append)
+        _forget_loaded()
+
+    yield edit
+    monkeypatch.undo()
+    _forget_loaded()
+
+
+NEW_ROW = "drain_reason,Faulty GPU,new,gpu fell off the bus again\n"
+
+
+def test_text_load_refuses_stale_weights(edited_text_dir):
     """The run-time path: new training data without rebuilt weights is an error."""
-    extra = training.Example("gpu fell off the bus again", "Faulty GPU", "new", "drain_reason")
-    real = training.shipped_examples
-    monkeypatch.setattr(training, "shipped_examples",
-                        lambda task: [*real(task), extra])
+    assert weights.sealed("reason")  # a byte-for-byte copy: the cheap check passes
+    edited_text_dir("free_text.csv", NEW_ROW)
+    assert not weights.sealed("reason") and not weights.sealed("traceback")
     with pytest.raises(weights.WeightsMismatch, match=r"reason\.tfidf-lr\.npz"):
         text.shipped("reason")
+    # the file feeds the traceback task's seal too, but not its data: the full check
+    # regenerates the traceback examples and accepts the weights
+    assert text.shipped("traceback").classes == ["Dependency", "Software Bug"]
+
+
+def test_an_input_change_that_leaves_the_data_alone_is_accepted(edited_text_dir):
+    """A changed input file breaks the seal, and the full check then regenerates the
+    examples: same data (a README edit), so the weights stand, with the same id and
+    vocabulary as through the seal."""
+    sealed = {task: text.shipped(task) for task in TASKS}
+    edited_text_dir("README.md", "\nA note that trains nothing.\n")
+    for task in TASKS:
+        assert not weights.sealed(task)
+        full = text.shipped(task)
+        assert (full.model_id, full.vocabulary) == (sealed[task].model_id,
+                                                    sealed[task].vocabulary)
+        assert text.model_id(task) == full.model_id
+
+
+def test_sealed_weights_stand_for_the_regenerated_examples(monkeypatch):
+    """What the cheap check uses instead of regenerating: the same training hash, model
+    id and vocabulary as the examples give; and it generates none."""
+    _forget_loaded()
+    for task in TASKS:
+        examples = training.shipped_examples(task)
+        meta = weights.read_meta(task)
+        assert weights.sealed(task)
+        assert meta["training_hash"] == weights.training_hash(task, examples)
+        assert meta["model_digest"] == weights.model_digest(task, examples, meta["versions"])
+        full = text.TextClassifier(task, text.DEFAULT_KIND, weights.load(task, None, examples),
+                                   text._model_id(task, text.DEFAULT_KIND, examples,
+                                                  meta["versions"]),
+                                   training.evidence_vocabulary(examples), 0.0)
+
+        def no_regeneration(_task):
+            raise AssertionError("examples regenerated although the weights are sealed")
+
+        monkeypatch.setattr(training, "shipped_examples", no_regeneration)
+        fast = text.shipped(task)
+        assert (fast.model_id, fast.vocabulary) == (full.model_id, full.vocabulary)
+        assert text.model_id(task) == full.model_id
+        assert fast.predict(UNSEEN) == full.predict(UNSEEN)
+        monkeypatch.undo()
+    _forget_loaded()
 
 
 def _rewrite(src, dst, change):
@@ -139,6 +212,9 @@ def test_shipped_files_hold_no_object_arrays():
             meta = json.loads(str(npz["meta"][()]))
         assert meta["training_hash"] == weights.training_hash(task)
         assert meta["kind"] == "tfidf-lr" and meta["task"] == task
+        # sealed to the inputs shipped now: an input changed since needs a rebuild
+        # (python -m faultline.classifiers.build_weights), or every run regenerates
+        assert weights.sealed(task), "inputs changed since the weights were built"
 
 
 def test_classifying_needs_no_scikit_learn_and_no_fit():
@@ -152,24 +228,17 @@ def test_classifying_needs_no_scikit_learn_and_no_fit():
 
 
 def test_ingest_with_stale_weights_stops_with_a_clear_error(tmp_path, repo_root,
-                                                            monkeypatch):
+                                                            edited_text_dir):
     """Training data changed, weights not rebuilt: ingest exits 2 with one line that
     says how to rebuild, and leaves no database behind."""
     from typer.testing import CliRunner
 
     from faultline.cli import app
 
-    extra = training.Example("gpu fell off the bus again", "Faulty GPU", "new", "drain_reason")
-    real = training.shipped_examples
-    monkeypatch.setattr(training, "shipped_examples", lambda task: [*real(task), extra])
-    monkeypatch.setattr(text, "_CACHE", {})  # nothing loaded by earlier tests
-    text.model_id.cache_clear()
-    try:
-        db = tmp_path / "x.duckdb"
-        result = CliRunner().invoke(app, ["ingest", str(repo_root / "fixtures/sample/corpus"),
-                                          "--db", str(db)])
-    finally:
-        text.model_id.cache_clear()
+    edited_text_dir("free_text.csv", NEW_ROW)
+    db = tmp_path / "x.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(repo_root / "fixtures/sample/corpus"),
+                                      "--db", str(db)])
     assert result.exit_code == 2, result.output
     assert "build_weights" in result.output and "Traceback" not in result.output
     assert not db.exists()

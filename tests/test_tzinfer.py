@@ -382,3 +382,65 @@ def test_real_dmesg_iso_lines_are_offsets(shared_dir):
     stamped = [ln for ln in lines if ": 20" in ln[:20]]
     assert got and len(got) == len(stamped) and {o.offset_s for o in got} == {0}
     assert got[0].at_us == utc_us("2025-01-21T04:41:44") + 283302
+
+
+def _offsets_by_datetime(lines: list[str]) -> list[tuple[int, int]]:
+    """The reading offsets_in used to do: the stamp with its offset through parse_iso's
+    datetime path (the reference its arithmetic must equal)."""
+    from faultline.pipeline.timeutil import in_range, parse_iso
+    from faultline.pipeline.tzevidence import _OFFSET_STAMP
+
+    out = []
+    for line in lines:
+        m = _OFFSET_STAMP.match(line)
+        got = m and parse_iso(m.group(1) + m.group(2), ZoneInfo("UTC"))
+        if got and in_range(got[0]):
+            digits = m.group(2)[1:].replace(":", "")
+            sign = -1 if m.group(2)[0] == "-" else 1
+            out.append((got[0], sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)))
+    return out
+
+
+def test_offset_arithmetic_equals_the_datetime_reading():
+    stamps = ["2024-11-04T07:13:25.661407-08:00", "2024-07-01T12:00:00+0530",
+              "2024-07-01 12:00:00,5+02:00", "2024-03-10T02:30:00.123456789-07:00",
+              "2024-12-31T23:59:59.999999+14:00", "2024-01-01T00:00:00.000001-12:00",
+              "2024-06-30T12:00:00+23:59", "2024-06-30T12:00:00-23:59",
+              "2024-06-30T12:00:00+24:00", "2024-06-30T12:00:00+23:75",  # >= 24 h: none
+              "2024-06-30T12:00:00+10:75", "2024-02-30T12:00:00+01:00",  # no such date
+              "2024-06-31T12:00:00+01:00", "2024-06-30T24:00:00+01:00",
+              "2024-06-30T12:60:00+01:00", "2024-06-30T12:00:60+01:00",
+              "2023-02-29T00:00:00+00:00", "2024-02-29T00:00:00-00:00",
+              "1969-12-31T23:59:59+01:00", "2150-01-01T00:00:00+01:00",  # out of range
+              "0000-01-01T00:00:00+01:00"]
+    lines = [f"{s} host kernel: x" for s in stamps] + [f"[{s}] sched: y" for s in stamps]
+    got = [(o.at_us, o.offset_s) for o in offsets_in(lines)]
+    assert got == _offsets_by_datetime(lines)
+    assert len(got) == 2 * 10  # the valid ones (the first 8, 10:75, 02-29), not the others
+
+
+def test_gzip_heads_are_what_gunzip_gives(tmp_path):
+    """The zone sample inflates only a gzip file's head; it equals gunzip's."""
+    import gzip
+    import random
+    import zlib
+
+    from faultline.pipeline.fileparse import gunzip
+    from faultline.pipeline.tzevidence import CHUNK, _gunzip_head
+
+    rng = random.Random(7)
+    text = "".join(f"2024-11-04T07:13:{i % 60:02d}.{rng.randrange(10**6):06d}-08:00 "
+                   f"gpu-{rng.randrange(99):03d} kernel: NVRM: Xid {rng.randrange(150)}\n"
+                   for i in range(20_000)).encode()
+    big = gzip.compress(text, mtime=0)
+    small = gzip.compress(text[:1000], mtime=0)
+    members = gzip.compress(text[:5000], mtime=0) + gzip.compress(text[5000:90_000], mtime=0)
+    corrupt = big[:30] + bytes(b ^ 0x55 for b in big[30:200]) + big[200:]
+    cases = {"big": big, "head of big": big[:CHUNK * 8], "small": small,
+             "members": members, "cut": big[:2000], "corrupt": corrupt, "empty member": b""
+             + gzip.compress(b"", mtime=0) + small}
+    for name, data in cases.items():
+        assert _gunzip_head(data, CHUNK) == gunzip(data, CHUNK)[0], name
+    assert len(_gunzip_head(big, CHUNK)) == CHUNK
+    with pytest.raises(zlib.error):  # the corrupt case is one gunzip had to decide
+        zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(corrupt, CHUNK)

@@ -30,6 +30,7 @@ import signal as _signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from faultline.pipeline.linebatch import LineBatch
@@ -650,41 +651,71 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
     return parse_many([(split_lines(text), ctx)])[0]
 
 
-def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+def parse_many(files: Sequence[tuple[list[str], ParseContext]],
+               columnar: bool = False) -> list[FileParse]:
     """Parse many job logs, given as their lines: the candidate selection runs once,
     vectorized, over the lines of all of them (see :mod:`faultline.pipeline.linebatch`);
-    each file's result is what :func:`parse` gives for it alone."""
+    each file's result is what :func:`parse` gives for it alone.
+
+    The lines a fast lane takes (:mod:`...joblog_lanes`: in a collector-stamped file
+    with a host of its own) become events as columns; with ``columnar`` they stay
+    columns (``FileParse.columns``, what :mod:`faultline.pipeline.fileparse` stores),
+    else they join ``FileParse.events`` as the objects the general path would make."""
     batch = LineBatch([lines for lines, _ in files])
     if batch.total < SMALL_FILE_LINES:
         candidates = batch.match_indices(CANDIDATE_RE, SMALL_FILE_LINES)
-        fast: list[dict[int, tuple]] = [{} for _ in files]
-    else:  # what match_indices does, keeping the global rows for the fast lanes
-        hits = batch.series.str.contains(CANDIDATE_RE).arg_true().to_numpy()
-        candidates = batch.split_indices(hits)
-        fast = joblog_lanes.lanes(batch, hits, _RULE_CHECKS)
-    return [parse_lines(lines, ctx, cand, lanes)
-            for (lines, ctx), cand, lanes in zip(files, candidates, fast, strict=True)]
+        return [parse_lines(lines, ctx, cand)
+                for (lines, ctx), cand in zip(files, candidates, strict=True)]
+    hits = batch.series.str.contains(CANDIDATE_RE).arg_true().to_numpy()
+    stamped = [jobout.has_collector_stamps(lines) for lines, _ in files]
+    eligible = np.array([s and ctx.host is not None
+                         for s, (_, ctx) in zip(stamped, files, strict=True)], dtype=bool)
+    utc = np.array([ctx.tz == "UTC" for _, ctx in files], dtype=bool)
+    frame = joblog_lanes.lane_frame(batch, hits, _RULE_CHECKS, eligible, utc)
+    taken = batch.starts[frame["file"].to_numpy()] + frame["row"].to_numpy()
+    candidates = batch.split_indices(np.setdiff1d(hits, taken, assume_unique=True))
+    out: list[FileParse] = []
+    inside: dict[int, set[int]] = {}
+    for k, ((lines, ctx), cand) in enumerate(zip(files, candidates, strict=True)):
+        fp, in_traceback = _parse_lines(lines, ctx, cand, stamped[k])
+        if in_traceback and eligible[k]:
+            inside[k] = in_traceback
+        out.append(fp)
+    joblog_lanes.attach(frame, inside, out, [ctx for _, ctx in files], columnar)
+    return out
 
 
 def parse_lines(lines: list[str], ctx: ParseContext,
-                candidates: Iterable[int] | None = None,
-                lanes: dict[int, tuple] | None = None) -> FileParse:
-    """Parse one job log's lines; ``candidates`` are the 0-based indices of the lines
-    matching :data:`CANDIDATE_RE` (computed here when not given), ``lanes`` the
-    fields of those a fast lane read (:mod:`...joblog_lanes`; used only in a
-    collector-stamped file with a host of its own, where they equal the general path's).
+                candidates: Iterable[int] | None = None) -> FileParse:
+    """Parse one job log's lines, every line the general (per-line) way;
+    ``candidates`` are the 0-based indices of the lines matching :data:`CANDIDATE_RE`
+    (computed here when not given).
 
     A file without collector stamps (Slurm's ``slurm-<jobid>.out``) is timed by the
     stamps its lines carry (:func:`jobout.own_stamp`); lines before the first of them
     take the job's sacct start (``inherited``, ``attrs["ts_from"] = "job_start"``).
     A file without a host of its own gets each line's host from its task label or rank
     (:class:`jobout.Who`)."""
+    return _parse_lines(lines, ctx, candidates)[0]
+
+
+def _parse_lines(lines: list[str], ctx: ParseContext, candidates: Iterable[int] | None,
+                 stamped: bool | None = None) -> tuple[FileParse, set[int]]:
+    """:func:`parse_lines`, and the lines inside the traceback blocks it found (their
+    lane lines, left out of ``candidates`` by :func:`parse_many`, give no event:
+    a lane line never opens a traceback, so leaving it out changes no block).
+
+    A clock reads stamps backwards no further than its last query, so a candidate
+    left out (a lane's) only makes the next one look a little further back: the
+    nearest readable stamp above a line is the same either way."""
     fp = FileParse(lines=len(lines), shape="collector")
+    in_traceback: set[int] = set()
     if not lines:
-        return fp
+        return fp, in_traceback
     if candidates is None:
         candidates = candidate_indices(lines, CANDIDATE_RE)
-    stamped = jobout.has_collector_stamps(lines)
+    if stamped is None:
+        stamped = jobout.has_collector_stamps(lines)
     # a collector's file is one host's: no srun labels are looked for (nor paid for)
     labelled = not stamped and jobout.is_labelled(lines)
     if not stamped:
@@ -696,15 +727,9 @@ def parse_lines(lines: list[str], ctx: ParseContext,
     split = _labelled_split if labelled else _joblog_split
     who = jobout.Who(lines, labelled) if ctx.host is None else None
     start = ctx.job_window[0] if ctx.job_window and in_range(ctx.job_window[0]) else None
-    in_traceback: set[int] = set()
     events = fp.events
-    if not (lanes and stamped and ctx.host is not None):
-        lanes = None
     for i in candidates:
         if i in in_traceback:
-            continue
-        if lanes is not None and (lane := lanes.get(i)) is not None:
-            events.append(_lane_event(lane, lines[i], i, clock, ctx, start))
             continue
         info = line_info(lines[i], labelled)
         # info.stamp is what _collector_stamp gives (a STAMP_RE match starts with a digit)
@@ -740,34 +765,7 @@ def parse_lines(lines: list[str], ctx: ParseContext,
             if place.local_rank is not None:
                 ev.attrs.setdefault("local_rank", place.local_rank)
         events.append(ev)
-    return fp
-
-
-def _lane_event(lane: tuple, line: str, i: int, clock: Clock, ctx: ParseContext,
-                start: int | None) -> ParsedEvent:
-    """The event the general path makes of a line a fast lane read (see
-    :mod:`faultline.pipeline.parsers.joblog_lanes` for why the two are the same)."""
-    kind, stamp = lane[0], lane[1]
-    ts, quality = clock.at(i, stamp=stamp)
-    host, rank = ctx.host, None
-    if kind == "nccl_bootstrap":
-        _, _, host, pid, tid, dev, ifname, address = lane
-        attrs = {"rule": "nccl.bootstrap", "ifname": ifname, "address": address,
-                 "pid": pid, "tid": tid, "cuda_dev": dev}
-    elif kind == "nccl_watchdog":
-        _, _, rank, seq, op, nin, nout, tmo, ran = lane
-        attrs = {"rule": "c10d.watchdog_timeout", "seq_num": seq, "op_type": op,
-                 "numel_in": nin, "numel_out": nout, "timeout_ms": tmo, "ran_ms": ran}
-    else:
-        _, _, rank, pg, work, enq, done = lane
-        attrs = {"rule": "c10d.watchdog_progress", "what": "exception", "work": work,
-                 "last_enqueued": enq, "last_completed": done, "pg": pg}
-    if ts is None and start is not None:
-        ts, quality = start, "inherited"
-        attrs["ts_from"] = "job_start"
-    return ParsedEvent(line_no=i + 1, kind=kind, message=line[len(stamp) + 1:], ts=ts,
-                       ts_quality=quality, host=host, job_id=ctx.job_id, rank=rank,
-                       attrs=attrs)
+    return fp, in_traceback
 
 
 def _summary_context(lines: list[str], i: int, hit: Hit, labelled: bool = False) -> None:

@@ -17,24 +17,32 @@ of 199k job-log events, one line in four)::
 lines: tests/test_parse_joblog.py). The general path reads each such line with
 several Python regexes (prefixes, then every rule in order, then the kind's fields):
 about 16 us a line. Here one polars ``extract_groups`` per shape, over the candidate
-lines of the whole batch, takes every field at once.
+lines of the whole batch, takes every field at once, and the lanes' events are built
+there as columns (:func:`lane_frame`): time, message and the attrs JSON are polars
+expressions (:mod:`faultline.pipeline.colexpr`), no Python object per event.
 
 Exactness: each lane's pattern matches the WHOLE line (``^...$``), with every free field
 narrowed to characters the general path reads the same way (ASCII digits, no ``<``,
 no spaces), and a line that also holds a literal of an earlier rule of
 :data:`joblog.RULES` is left to the general path. For a line a lane takes, the general
 path's prefixes, first matching rule and attributes are therefore determined, and the
-lane gives exactly them (``tests/test_joblog_lanes.py`` checks both paths agree on
+lane gives exactly them; a line whose stamp ``parse_iso`` would not read (or
+``in_range`` refuse, or that needs a zone's rules) is left to the general path too
+(``tests/test_joblog_lanes.py`` checks both paths agree on
 every line shape, hostile variants included). Anything else (a labelled or
 unstamped file, a file without a host of its own, an odd variant) goes the general way.
 """
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 
+from faultline.pipeline.colexpr import json_object, with_iso_us
 from faultline.pipeline.linebatch import LineBatch
+from faultline.pipeline.records import COLUMN_EVENTS, FileParse, ParseContext, ParsedEvent
 
 # joblog.STAMP_RE's stamp, in ASCII digits, followed by the one space it consumes
 _STAMP = (r"(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
@@ -75,9 +83,12 @@ LANES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "nccl_watchdog_progress": (PROGRESS, "c10d.watchdog_progress",
                                ("rank", "work", "enq", "done")),
 }
-
-Lane = tuple  # (kind, stamp, fields...): see :func:`lanes`
-
+# A literal every line of a lane holds: a cheap first cut of the rows its regex reads
+ANCHORS: dict[str, str] = {
+    "nccl_bootstrap": " NCCL INFO Bootstrap",
+    "nccl_watchdog": "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+    "nccl_watchdog_progress": "] Exception (either an error or timeout) detected by watchdog",
+}
 
 def earlier_needles(rule_id: str, checks: tuple) -> list[str]:
     """The literals of every rule before ``rule_id`` in ``checks`` (joblog's
@@ -92,30 +103,131 @@ def earlier_needles(rule_id: str, checks: tuple) -> list[str]:
     raise ValueError(f"no rule {rule_id}")
 
 
-def lanes(batch: LineBatch, hits: np.ndarray, checks: tuple) -> list[dict[int, Lane]]:
-    """For each file of ``batch``: local row -> the fields of a candidate line one of
-    :data:`LANES` takes. ``hits`` are the batch's candidate rows (global, sorted)."""
-    out: list[dict[int, Lane]] = [{} for _ in batch.files]
+# The columns of :func:`lane_frame`, and what each event column takes from them.
+FRAME_COLUMNS = ("file", "row", "kind", "ts", "ts_quality", "lane_host", "rank", "message",
+                 "attrs")
+
+
+def _attrs(kind: str) -> pl.Expr:
+    """The attrs JSON of a lane's event: ``json.dumps(attrs, sort_keys=True)`` of the
+    dict the general path builds for that rule (joblog's ``_attrs_*`` and ``classify``)."""
+    c = pl.col
+    if kind == "nccl_bootstrap":
+        fields = {"rule": ("str", pl.lit("nccl.bootstrap")), "ifname": ("str", c("ifname")),
+                  "address": ("str", c("address")), "pid": ("int", c("pid")),
+                  "tid": ("int", c("tid")), "cuda_dev": ("int", c("dev"))}
+    elif kind == "nccl_watchdog":
+        fields = {"rule": ("str", pl.lit("c10d.watchdog_timeout")),
+                  "seq_num": ("int", c("seq")), "op_type": ("str", c("op")),
+                  "numel_in": ("int", c("nin")), "numel_out": ("int", c("nout")),
+                  "timeout_ms": ("int", c("tmo")), "ran_ms": ("int", c("ran"))}
+    else:
+        fields = {"rule": ("str", pl.lit("c10d.watchdog_progress")),
+                  "what": ("str", pl.lit("exception")), "work": ("int", c("work")),
+                  "last_enqueued": ("int", c("enq")), "last_completed": ("int", c("done")),
+                  "pg": ("str", c("pg"))}
+    return json_object(fields)
+
+
+def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.ndarray,
+               utc_local: np.ndarray) -> pl.DataFrame:
+    """The events of the candidate lines one of :data:`LANES` takes, one row each
+    (:data:`FRAME_COLUMNS`), sorted by file (its index in ``batch``) and local row.
+    ``hits`` are the batch's candidate rows (global, sorted), of which only those of
+    files where ``eligible`` (collector-stamped, a host of their own) are looked at;
+    ``utc_local[k]`` says
+    whether file ``k`` reads zone-less stamps as UTC (its zone is ``UTC``): other
+    zones' zone-less stamps, like unreadable or out-of-range ones, leave the line to
+    the general path."""
+    empty = pl.DataFrame(schema={"file": pl.Int64, "row": pl.Int64, "kind": pl.String,
+                                 "ts": pl.Int64, "ts_quality": pl.String,
+                                 "lane_host": pl.String, "rank": pl.Int32,
+                                 "message": pl.String, "attrs": pl.String})
+    hits = np.asarray(hits, dtype=np.int64)
+    file_of = np.searchsorted(batch.starts, hits, side="right") - 1
+    keep_rows = np.asarray(eligible, dtype=bool)[file_of]
+    hits, file_of = hits[keep_rows], file_of[keep_rows]
     if not len(hits):
-        return out
+        return empty
     sub = batch.series.gather(pl.Series(hits, dtype=pl.UInt32))
-    frame = sub.to_frame("line").with_columns(pl.Series("row", hits, dtype=pl.Int64))
+    frame = pl.DataFrame({
+        "line": sub, "file": file_of, "row": hits - batch.starts[file_of],
+        "utc": np.asarray(utc_local, dtype=bool)[file_of],
+    })
     short = pl.col("line").str.len_chars() <= MAX_LINE
+    parts = []
     for kind, (pattern, rule_id, ints) in LANES.items():
         needles = earlier_needles(rule_id, checks)
         keep = short & ~pl.col("line").str.contains_any(needles) if needles else short
-        got = frame.filter(keep).select(
-            "row", pl.col("line").str.extract_groups(pattern).alias("g"),
-        ).filter(pl.col("g").struct.field("stamp").is_not_null())
+        got = frame.filter(pl.col("line").str.contains(ANCHORS[kind], literal=True))
+        got = got.with_columns(pl.col("line").str.extract_groups(pattern).alias("g")).filter(
+            pl.col("g").struct.field("stamp").is_not_null() & keep)
         if not got.height:
             continue
         got = got.unnest("g").with_columns(pl.col(c).cast(pl.Int64) for c in ints)
-        rows = got["row"].to_numpy()
-        fields = [c for c in got.columns if c != "row"]
-        values = [got[c].to_list() for c in fields]
-        file_of = np.searchsorted(batch.starts, rows, side="right") - 1
-        local = (rows - batch.starts[file_of]).tolist()
-        for k, i, rec in zip(file_of.tolist(), local, zip(*values, strict=True),
-                             strict=True):
-            out[k][i] = (kind, *rec)
-    return out
+        parts.append(got.select(
+            "file", "row", "line", "stamp", "utc", pl.lit(kind).alias("kind"),
+            (pl.col("host") if kind == "nccl_bootstrap" else pl.lit(None, pl.String))
+            .alias("lane_host"),
+            (pl.lit(None, pl.Int32) if kind == "nccl_bootstrap"
+             else pl.col("rank").cast(pl.Int32)).alias("rank"),
+            _attrs(kind).alias("attrs"),
+        ))
+    if not parts:
+        return empty
+    got = with_iso_us(pl.concat(parts), "stamp", "utc").filter(pl.col("ts").is_not_null())
+    return got.select(
+        "file", "row", "kind", "ts",
+        pl.when(pl.col("zoned")).then(pl.lit("exact")).otherwise(pl.lit("assumed_tz"))
+        .alias("ts_quality"),
+        "lane_host", "rank",
+        # the content after the stamp and its one space (all ASCII: chars = bytes)
+        pl.col("line").str.slice(pl.col("stamp").str.len_chars() + 1).alias("message"),
+        "attrs",
+    ).sort("file", "row")
+
+
+# The columns of a file's lane events as :mod:`faultline.pipeline.fileparse` receives
+# them (``FileParse.columns``)
+EVENT_COLUMNS = COLUMN_EVENTS
+
+
+def attach(frame: pl.DataFrame, inside: dict[int, set[int]], fps: list[FileParse],
+           ctxs: list[ParseContext], columnar: bool) -> None:
+    """Give each file of a batch its lane events (``frame``: :func:`lane_frame`'s),
+    but those on lines of a traceback block the general path found (``inside``: file
+    -> its block lines): as a frame of :data:`EVENT_COLUMNS` in ``fps[k].columns``
+    when ``columnar``, else as :class:`ParsedEvent` objects merged into
+    ``fps[k].events`` in line order (a lane line never holds another event)."""
+    if inside and frame.height:
+        drop = pl.DataFrame(
+            [(k, r) for k, rows in inside.items() for r in rows],
+            schema={"file": pl.Int64, "row": pl.Int64}, orient="row")
+        frame = frame.join(drop, on=["file", "row"], how="anti", maintain_order="left")
+    if not frame.height:
+        return
+    file_col = frame["file"]
+    hosts = pl.Series([c.host for c in ctxs], dtype=pl.String)
+    jobs = pl.Series([c.job_id for c in ctxs], dtype=pl.String)
+    frame = frame.select(
+        (pl.col("row") + 1).alias("line_no"), "kind", "ts", "ts_quality",
+        pl.coalesce(pl.col("lane_host"), hosts.gather(file_col)).alias("host"),
+        "rank", "message", "attrs", jobs.gather(file_col).alias("job_id"),
+    )
+    bounds = np.searchsorted(file_col.to_numpy(), np.arange(len(fps) + 1))
+    for k in np.flatnonzero(np.diff(bounds)).tolist():
+        part = frame.slice(int(bounds[k]), int(bounds[k + 1] - bounds[k]))
+        if columnar:
+            fps[k].columns = part
+        else:
+            fps[k].events = sorted([*fps[k].events, *as_events(part)],
+                                   key=lambda e: e.line_no)
+
+
+def as_events(part: pl.DataFrame) -> list[ParsedEvent]:
+    """A frame of :data:`EVENT_COLUMNS` as the general path's event objects."""
+    return [ParsedEvent(line_no=line_no, kind=kind, message=message, ts=ts,
+                        ts_quality=quality, host=host, job_id=job_id, rank=rank,
+                        attrs=json.loads(attrs))
+            for line_no, kind, ts, quality, host, rank, message, attrs, job_id
+            in part.select(EVENT_COLUMNS).iter_rows()]

@@ -45,7 +45,13 @@ from faultline.pipeline.parsers.joblog import (
     collect_traceback,
     traceback_event,
 )
-from faultline.pipeline.records import FileParse, ParseContext, ParsedEvent, rank_of
+from faultline.pipeline.records import (
+    COLUMN_EVENTS,
+    FileParse,
+    ParseContext,
+    ParsedEvent,
+    rank_of,
+)
 from faultline.pipeline.text import split_lines
 from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US, local_to_utc_us
 
@@ -275,19 +281,24 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
     return parse_many([(split_lines(text), ctx)])[0]
 
 
-def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+def parse_many(files: Sequence[tuple[list[str], ParseContext]],
+               columnar: bool = False) -> list[FileParse]:
     """Parse many trainer logs, given as their lines: :func:`line_frame` runs once over
     the lines of all files that share a time zone (see
     :mod:`faultline.pipeline.linebatch`); each file's result is what :func:`parse`
-    gives for it alone."""
+    gives for it alone. With ``columnar`` the ``train_step`` events stay columns
+    (``FileParse.columns``, what :mod:`faultline.pipeline.fileparse` stores)."""
     out: list[FileParse | None] = [None] * len(files)
     by_tz: dict[str, list[int]] = {}
     for k, (_, ctx) in enumerate(files):
         by_tz.setdefault(ctx.tz, []).append(k)
     for tz, ks in by_tz.items():
         batch = LineBatch([files[k][0] for k in ks])
-        for k, cols in zip(ks, _batch_columns(batch, tz), strict=True):
-            out[k] = _parse_file(*files[k], cols)
+        ctxs = [files[k][1] for k in ks] if columnar else None
+        for k, cols in zip(ks, _batch_columns(batch, tz, ctxs), strict=True):
+            out[k] = fp = _parse_file(*files[k], cols)
+            if cols.frame is not None and fp.lines:
+                fp.columns, fp.shared_lines = cols.frame, True
     return out  # type: ignore[return-value]
 
 
@@ -304,9 +315,48 @@ class _FileColumns:
     cand_rows: list[int]  # 0-based rows Python must read
     cand_ts: list
     cand_quality: list
+    frame: pl.DataFrame | None = None  # the train_step events as columns (columnar)
 
 
-def _batch_columns(batch: LineBatch, tz: str) -> list[_FileColumns]:
+def _loss_json(loss: pl.Expr) -> pl.Expr:
+    """A finite loss as ``json.dumps`` writes it (``repr``), null where polars' own
+    text is not that: polars and ``repr`` agree from 1e-4 to 1e16 (and at zero),
+    ``repr`` alone turns to exponents outside (``1e-05``, polars ``0.00001``); a
+    missing loss is ``null``."""
+    size = loss.abs()
+    return (pl.when(loss.is_null()).then(pl.lit("null"))
+            .when((size == 0) | ((size >= 1e-4) & (size < 1e16)))
+            .then(loss.cast(pl.String)))
+
+
+def _step_frame(steps: pl.DataFrame, rows: np.ndarray, batch: LineBatch,
+                ctxs: Sequence[ParseContext]) -> pl.DataFrame:
+    """The ``train_step`` events of a batch's step lines (``steps``, at global
+    ``rows``) as columns (:data:`records.COLUMN_EVENTS`), with their file's index."""
+    file_of = np.searchsorted(batch.starts, rows, side="right") - 1
+    files = pl.Series(file_of)
+    hosts = pl.Series([c.host for c in ctxs], dtype=pl.String).gather(files)
+    jobs = pl.Series([c.job_id for c in ctxs], dtype=pl.String).gather(files)
+    frame = steps.select(
+        pl.Series("line_no", rows - batch.starts[file_of] + 1),
+        pl.lit("train_step").alias("kind"), "ts", pl.col("quality").alias("ts_quality"),
+        hosts.alias("host"), pl.lit(None, pl.Int32).alias("rank"), "message",
+        _loss_json(pl.col("loss")).alias("_loss"), pl.col("step").cast(pl.String),
+        pl.Series("file", file_of), "loss", jobs.alias("job_id"),
+    )
+    odd = frame["_loss"].is_null().arg_true()
+    if odd.len():  # a loss polars writes otherwise than repr: written by repr
+        texts = [repr(v) for v in frame["loss"].gather(odd).to_list()]
+        frame = frame.with_columns(frame["_loss"].scatter(odd, texts))
+    return frame.with_columns(pl.concat_str(
+        pl.lit('{"loss": '), pl.col("_loss"), pl.lit(', "step": '), pl.col("step"),
+        pl.lit("}")).alias("attrs")).select(*COLUMN_EVENTS, "file")
+
+
+def _batch_columns(batch: LineBatch, tz: str, ctxs: Sequence[ParseContext] | None = None
+                   ) -> list[_FileColumns]:
+    """Each file's share of :func:`line_frame`; with ``ctxs`` (columnar) its
+    ``train_step`` events as a frame instead of lists."""
     n = len(batch.files)
     if batch.total == 0:
         return [_FileColumns([], [], [], [], [], [], [], [], []) for _ in range(n)]
@@ -315,19 +365,28 @@ def _batch_columns(batch: LineBatch, tz: str) -> list[_FileColumns]:
     step_rows = steps["row"].to_numpy().astype(np.int64)
     cand = frame["cand"].arg_true()
     cand_rows = cand.to_numpy().astype(np.int64)
+    step_frame = None
+    if ctxs is not None:
+        step_frame = _step_frame(steps, step_rows, batch, ctxs)
+        steps = steps.clear()
     step_cols = [steps[c].to_list() for c in ("step", "loss", "message", "ts", "quality")]
     cand_cols = [frame["ts"].gather(cand).to_list(), frame["quality"].gather(cand).to_list()]
     starts = batch.starts
     step_cut = np.searchsorted(step_rows, starts).tolist()
     cand_cut = np.searchsorted(cand_rows, starts).tolist()
-    step_local = batch.split_indices(step_rows)
+    step_local = batch.split_indices(step_rows if step_frame is None else step_rows[:0])
     cand_local = batch.split_indices(cand_rows)
     out = []
     for k in range(n):
         a, b = step_cut[k], step_cut[k + 1]
         c, d = cand_cut[k], cand_cut[k + 1]
-        out.append(_FileColumns(step_local[k], *(col[a:b] for col in step_cols),
-                                cand_local[k], *(col[c:d] for col in cand_cols)))
+        if step_frame is None:
+            out.append(_FileColumns(step_local[k], *(col[a:b] for col in step_cols),
+                                    cand_local[k], *(col[c:d] for col in cand_cols)))
+        else:
+            part = step_frame.slice(a, b - a).drop("file") if b > a else None
+            out.append(_FileColumns([], [], [], [], [], [], cand_local[k],
+                                    *(col[c:d] for col in cand_cols), part))
     return out
 
 
