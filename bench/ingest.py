@@ -282,7 +282,7 @@ def main() -> None:
         "ingest_without_root_causes_s": core_s,
         "ratio_without_root_causes": round(core_s / best_floor, 2),
         "ingest_lines_per_s": round(lines / ingest_s), "ingest_files_per_s": round(n / ingest_s),
-        "floor_lines_per_s": round(lines / min(floor_s, floor2_s)),
+        "floor_lines_per_s": None if args.no_floor else round(lines / best_floor),
         "driver_peak_rss_mib": driver_mib, "worker_peak_rss_mib": worker_mib,
         "workers": workers, "workers_given": args.workers is not None,
         "cpus": os.cpu_count(), "load_avg": [round(x, 1) for x in os.getloadavg()],

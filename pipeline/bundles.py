@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Iterator
 
 SEP = "!/"  # between an archive's path and a member's path
-MEMBER_LIMIT = 1 << 30  # the per-file bound of pipeline.fileparse.MAX_PLAIN_BYTES
+MEMBER_LIMIT = 1 << 30  # the per-file bound of pipeline.inflate.MAX_PLAIN_BYTES
 MAX_MEMBERS = 100_000
 MAX_DEPTH = 3
 

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from faultline.classifiers.hangs import Hang, RankDump, analyse
-from faultline.pipeline.fileparse import gunzip
+from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import jobout
 from faultline.pipeline.parsers.flight_recorder import rank_from_path
 from faultline.pipeline.text import decode, split_lines

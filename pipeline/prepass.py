@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faultline.pipeline import bundles, hostpath
-from faultline.pipeline.fileparse import gunzip
+from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import hosts, joblog, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.sniff import path_hint

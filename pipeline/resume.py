@@ -146,7 +146,7 @@ def tail(data: bytes, r: Resume, year: int | None, zone: ZoneInfo) -> Tail | Non
     """The window of a grown file, or None when it must be read whole: its prefix
     changed, it is not larger, or its window or new lines are not of its shape.
     ``year`` is the year a full read gives the file's first rfc3164 line."""
-    from faultline.pipeline.fileparse import cap_lines
+    from faultline.pipeline.inflate import cap_lines
 
     if len(data) < r.read_to or data[:2] == b"\x1f\x8b":
         return None

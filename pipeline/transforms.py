@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from faultline.pipeline.fileparse import MAX_PLAIN_BYTES, BatchItem, ParsedFile, parse_batch
+from faultline.pipeline.fileparse import BatchItem, ParsedFile, parse_batch
+from faultline.pipeline.inflate import MAX_PLAIN_BYTES
 from faultline.pipeline.objstore import open_uri, stat_uri
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import TABLES

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from faultline.pipeline.fileparse import context_from_path, gunzip
+from faultline.pipeline.fileparse import context_from_path
+from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.sniff import path_hint
@@ -189,7 +190,7 @@ def _head(path: str, n: int) -> bytes:
 
 def _gunzip_head(data: bytes, n: int) -> bytes:
     """The first ``n`` bytes of the gzip stream ``data`` decompresses to, as
-    :func:`~faultline.pipeline.fileparse.gunzip` ``(data, n)`` gives them, without
+    :func:`~faultline.pipeline.inflate.gunzip` ``(data, n)`` gives them, without
     decompressing what lies beyond them (that call inflates its whole first input piece,
     up to 1 MB out, for the 40 lines used here). A stream whose first member ends
     sooner with more after it, or that is corrupt within those bytes, is left to

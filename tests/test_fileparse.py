@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 import pytest
 
-from faultline.pipeline import fileparse
+from faultline.pipeline import fileparse, inflate
 from faultline.pipeline.discover import discover
 from faultline.pipeline.fileparse import context_from_path, parse_batch, parse_file
 from faultline.pipeline.linebatch import LineBatch
@@ -93,7 +93,7 @@ def test_parsers_parse_many_equals_parse(sample_items):
     by_source: dict[str, list[tuple[str, ParseContext]]] = {}
     for path, data, mtime in sample_items:
         f = fileparse._prepare((path, data, mtime), SETTINGS[0])
-        raw = fileparse.gunzip(data)[0] if f.compressed else data
+        raw = inflate.gunzip(data)[0] if f.compressed else data
         by_source.setdefault(f.source, []).append((decode(raw), f.ctx))
     for source, module in (("job", joblog), ("trainer", trainer), ("kernel", kernel)):
         files = by_source[source]

@@ -10,7 +10,7 @@ import zlib
 import pytest
 from isal import isal_zlib
 
-from faultline.pipeline import fileparse
+from faultline.pipeline import inflate
 
 BODY = b"".join(b"2024-07-01T12:00:%02d.000000Z node1:1:2 [0] NCCL INFO line %d\n"
                 % (i % 60, i) for i in range(400))
@@ -59,31 +59,31 @@ INFLATERS = {"zlib": zlib, "isal": isal_zlib}
 
 
 @pytest.mark.parametrize("name", CASES)
-@pytest.mark.parametrize("limit", [fileparse.MAX_PLAIN_BYTES, len(BIG_BODY),
+@pytest.mark.parametrize("limit", [inflate.MAX_PLAIN_BYTES, len(BIG_BODY),
                                    len(BIG_BODY) - 1, 1 << 20, len(BODY), len(BODY) - 1,
                                    10])
 @pytest.mark.parametrize("inflater", INFLATERS)
 def test_one_call_gives_what_the_loop_gives(name, limit, inflater, monkeypatch):
     """With ISA-L's inflate (the default) or zlib's in the one call; zlib's loop."""
     data = CASES[name]
-    monkeypatch.setattr(fileparse, "_ONE_CALL_ZLIB", INFLATERS[inflater])
-    got = fileparse.gunzip(data, limit)
-    monkeypatch.setattr(fileparse, "_GUNZIP_ONE_CALL", -1)
-    assert got == fileparse.gunzip(data, limit)
+    monkeypatch.setattr(inflate, "_ONE_CALL_ZLIB", INFLATERS[inflater])
+    got = inflate.gunzip(data, limit)
+    monkeypatch.setattr(inflate, "_GUNZIP_ONE_CALL", -1)
+    assert got == inflate.gunzip(data, limit)
 
 
 def test_isal_is_the_one_call_inflater():
-    assert fileparse._ONE_CALL_ZLIB is isal_zlib
+    assert inflate._ONE_CALL_ZLIB is isal_zlib
 
 
 def test_the_cases_reach_both_paths():
     """The small clean members take the one call; the rest the loop (else the test
     above compares the loop with itself)."""
-    small = [d for d in CASES.values() if len(d) <= fileparse._GUNZIP_ONE_CALL]
+    small = [d for d in CASES.values() if len(d) <= inflate._GUNZIP_ONE_CALL]
     assert len(small) >= 15
-    assert fileparse.gunzip(ONE) == (BODY, None)
-    assert fileparse.gunzip(CASES["zeros 20 MB"], 1 << 20)[1] == \
+    assert inflate.gunzip(ONE) == (BODY, None)
+    assert inflate.gunzip(CASES["zeros 20 MB"], 1 << 20)[1] == \
         "gzip content over 1048576 bytes not read"
-    assert len(CASES["zeros 20 MB"]) <= fileparse._GUNZIP_ONE_CALL
-    assert len(BIG) > 2 * fileparse._GUNZIP_IN and len(BIG_BODY) > fileparse._GUNZIP_OUT
-    assert fileparse.gunzip(BIG) == (BIG_BODY, None)
+    assert len(CASES["zeros 20 MB"]) <= inflate._GUNZIP_ONE_CALL
+    assert len(BIG) > 2 * inflate._GUNZIP_IN and len(BIG_BODY) > inflate._GUNZIP_OUT
+    assert inflate.gunzip(BIG) == (BIG_BODY, None)

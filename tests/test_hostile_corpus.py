@@ -47,7 +47,8 @@ from typer.testing import CliRunner
 
 from faultline.cli import app
 from faultline.pipeline import run, transforms
-from faultline.pipeline.fileparse import MAX_LINE_BYTES, UNKNOWN_REJECT_SAMPLE, cap_lines, gunzip
+from faultline.pipeline.fileparse import UNKNOWN_REJECT_SAMPLE
+from faultline.pipeline.inflate import MAX_LINE_BYTES, cap_lines, gunzip
 from faultline.pipeline.parsers import slurmctld
 from faultline.pipeline.parsers.slurmctld import MAX_LINE_HOSTS
 from faultline.pipeline.records import ParseContext

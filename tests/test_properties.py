@@ -42,7 +42,8 @@ from mutations import mutated_file, mutated_line, stored, text_of
 
 from faultline.pipeline import fileparse
 from faultline.pipeline.discover import discover
-from faultline.pipeline.fileparse import cap_lines, gunzip, parse_batch, parse_file
+from faultline.pipeline.fileparse import parse_batch, parse_file
+from faultline.pipeline.inflate import cap_lines, gunzip
 from faultline.pipeline.parsers import (
     hosts,
     inventory,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from faultline.pipeline import sniff as S
-from faultline.pipeline.fileparse import SNIFF_BYTES, cap_lines, gunzip
+from faultline.pipeline.fileparse import SNIFF_BYTES
+from faultline.pipeline.inflate import cap_lines, gunzip
 from faultline.pipeline.parsers import (
     nvbugreport,
     nvsmi,

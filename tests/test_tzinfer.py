@@ -425,7 +425,7 @@ def test_gzip_heads_are_what_gunzip_gives(tmp_path):
     import random
     import zlib
 
-    from faultline.pipeline.fileparse import gunzip
+    from faultline.pipeline.inflate import gunzip
     from faultline.pipeline.tzevidence import CHUNK, _gunzip_head
 
     rng = random.Random(7)
