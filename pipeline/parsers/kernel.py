@@ -374,6 +374,17 @@ class _Shared:
     def contains(self, pattern: str) -> np.ndarray:
         return self._get(pattern, lambda: self.batch.series.str.contains(pattern).to_numpy())
 
+    def _matching(self, pattern: str) -> tuple[np.ndarray, pl.Series]:
+        """The rows ``pattern`` matches and their lines. A match test needs no capture
+        positions: one pass of the regex's DFA. An extraction with groups runs a much
+        slower engine on every row, so the sparse ones (uptimes, audit stamps) extract
+        from these rows only; every other row extracts nothing, which each column's
+        default stands for. On 2.67 M real and simulated kernel lines: uptimes 1.01 ->
+        0.47 CPU s, audit stamps 0.22 -> 0.14 (months match most lines of a syslog
+        file: no gain, left as they were; the select pattern is a match test already)."""
+        idx = self.batch.series.str.contains(pattern).arg_true()
+        return idx.to_numpy(), self.batch.series.gather(idx)
+
     def months(self) -> np.ndarray:
         return self._get("months", lambda: (
             self.batch.series.str.extract(_RFC3164_MON, 1)
@@ -382,7 +393,8 @@ class _Shared:
 
     def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            g = self.batch.series.str.extract_groups(_REL).struct.unnest()
+            idx, lines = self._matching(_REL)
+            g = lines.str.extract_groups(_REL).struct.unnest()
 
             def seconds(whole: str, frac: str) -> pl.Expr:
                 # too many digits: no uptime (as _uptime_us); slice so the cast of the
@@ -402,16 +414,25 @@ class _Shared:
                 boot=ds.is_not_null() | ku.is_not_null(),
                 syslog=ss.is_not_null(),
             )
-            return cols["rel"].to_numpy(), cols["boot"].to_numpy(), cols["syslog"].to_numpy()
+            n = len(self.batch.series)  # a row _REL does not match: no uptime
+            rel, boot, syslog = (np.full(n, -1, np.int64), np.zeros(n, bool),
+                                 np.zeros(n, bool))
+            rel[idx] = cols["rel"].to_numpy()
+            boot[idx] = cols["boot"].to_numpy()
+            syslog[idx] = cols["syslog"].to_numpy()
+            return rel, boot, syslog
         return self._get("uptimes", compute)
 
     def audit_walls(self) -> np.ndarray:
         def compute() -> np.ndarray:
-            g = self.batch.series.str.extract_groups(_AUDIT).struct.unnest()
+            idx, lines = self._matching(_AUDIT)
+            g = lines.str.extract_groups(_AUDIT).struct.unnest()
             frac = pl.col("auf").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64)
-            return g.select(
+            out = np.full(len(self.batch.series), -1, np.int64)  # no audit stamp: -1
+            out[idx] = g.select(
                 (pl.col("aus").cast(pl.Int64) * 1_000_000 + frac).fill_null(-1)
             ).to_series().to_numpy()
+            return out
         return self._get("audit", compute)
 
 
