@@ -21,14 +21,18 @@ from faultline.pipeline.records import FileParse
 from faultline.schemas.tables import EVENTS
 
 BACKWARDS_US = 1_000_000  # a clock that goes back by more than this is flagged
+# what flag_clock_backwards reads of the column events, for a batch that has none
+_NO_COLUMNS = pl.DataFrame(schema={"ts": pl.Int64, "ts_quality": pl.String,
+                                   "line_no": pl.Int64})
 
 
 def flag_clock_backwards(items: list[tuple[FileParse, int | None]]) -> None:
-    """``fileparse._flag_clock_backwards`` of every ``(file's parse, last)`` at once:
-    in each file's line order, an event with a time of its own (not ``inherited``)
-    more than a second before the largest such time above it (or ``last``, a grown
-    window's) gets ``attrs["clock_backwards_us"]``. The objects' attrs are set in
-    place, the columns' rewritten (flagged rows are rare)."""
+    """The clock check of every ``(file's parse, last)`` of a batch at once, for the
+    events kept as objects and as columns alike: in each file's line order, an event
+    with a time of its own (not ``inherited``) more than a second before the largest
+    such time above it (or ``last``, a grown window's) gets
+    ``attrs["clock_backwards_us"]``. The objects' attrs are set in place, the columns'
+    rewritten (flagged rows are rare)."""
     refs, gen_k, gen_line, gen_ts = [], [], [], []
     for k, (fp, _last) in enumerate(items):
         for e in fp.events:
@@ -42,7 +46,7 @@ def flag_clock_backwards(items: list[tuple[FileParse, int | None]]) -> None:
     heights = [0 if fp.columns is None else fp.columns.height for fp, _ in items]
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum(heights, out=offsets[1:])
-    lanes = pl.concat(frames, rechunk=False)
+    lanes = pl.concat(frames, rechunk=False) if frames else _NO_COLUMNS
     lane_k = np.repeat(np.arange(len(items), dtype=np.int64), heights)
     timed = (lanes["ts"].is_not_null() & (lanes["ts_quality"] != "inherited")).to_numpy()
     lane_i = np.flatnonzero(timed)  # the timed column events, by place in ``lanes``

@@ -26,7 +26,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -237,7 +236,7 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
     for source in list(pending):
         flush(source)
     rows = _Rows(settings.fingerprint)
-    with_columns: list[tuple[FileParse, int | None]] = []
+    checked: list[tuple[FileParse, int | None]] = []
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
         last = None
@@ -246,12 +245,10 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
             fp.events, fp.rejects = resume.shift(fp.events, fp.rejects, f.first, r.restart)
             fp.columns = resume.shift_columns(fp.columns, f.first, r.restart)
             fp.lines, fp.shape, last = f.total_lines, r.shape, r.prior_max_ts
-        if fp.columns is None:
-            _flag_clock_backwards(fp, last)
-        else:
-            with_columns.append((fp, last))
-    if with_columns:
-        eventcols.flag_clock_backwards(with_columns)
+        checked.append((fp, last))
+    # a clock that goes backwards by more than a second is kept and flagged (``last``:
+    # the largest time before a grown file's window)
+    eventcols.flag_clock_backwards(checked)
     for f, fp in zip(files, results, strict=True):
         assert fp is not None
         rows.add(f, fp)
@@ -397,21 +394,6 @@ def _dump_context(ctx: ParseContext) -> ParseContext:
     host = flight_recorder.dump_host(ctx)
     return ctx if host == ctx.host else dataclasses.replace(
         ctx, host=host, host_from=ctx.host_from if host else "none")
-
-
-_LINE_NO = attrgetter("line_no")
-
-
-def _flag_clock_backwards(fp: FileParse, last: int | None = None) -> None:
-    """A clock that goes backwards by more than a second is kept and flagged
-    (``last``: the largest time before the first line given, for a grown file's
-    window)."""
-    for e in sorted(fp.events, key=_LINE_NO):
-        if e.ts is None or e.ts_quality == "inherited":
-            continue
-        if last is not None and e.ts < last - 1_000_000:
-            e.attrs["clock_backwards_us"] = last - e.ts
-        last = e.ts if last is None else max(last, e.ts)
 
 
 def event_id(sha: str, line_no: int, ordinal: int) -> str:

@@ -248,3 +248,16 @@ def test_discover_finds_what_os_walk_finds(tmp_path, repo_root):
                            ([c / "a", c / "a" / "g.log", c], []),
                            ([repo_root / "fixtures" / "sample" / "corpus"], [])):
         assert list(discover(roots, exclude)) == _discover_with_os_walk(roots, exclude)
+
+
+def test_clock_backwards_flags_object_events():
+    """A kernel log's events (kept as objects, no columns) whose clock steps back by
+    more than a second are flagged with the step; a step of less is not."""
+    xid = ("{} node0000 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', "
+           "name=<unknown>, GPU has fallen off the bus.\n")
+    text = "".join(xid.format(t) for t in ("2025-01-02T06:00:10+00:00",
+                                           "2025-01-02T06:00:00+00:00",
+                                           "2025-01-02T06:00:09.5+00:00"))
+    got = parse_file("hosts/node0000/kern.log", text.encode(), SETTINGS[0])
+    attrs = [json.loads(a) if a else {} for a in got.events.column("attrs").to_pylist()]
+    assert [a.get("clock_backwards_us") for a in attrs] == [None, 10_000_000, None]
