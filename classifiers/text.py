@@ -248,9 +248,7 @@ def _model_id(task: str, kind: str, examples: Sequence[training.Example],
     """Task, kind and a hash of everything the model depends on: its training data, its
     settings and the library versions that fit it (installed ones for a fit now, the
     recorded ones for shipped weights, so both give the same id when they agree)."""
-    v = versions or _versions()
-    digest = training.data_hash(examples, *training.model_settings(kind, task),
-                                v["scikit-learn"], v["spacy"])
+    digest = weights.model_digest(task, examples, versions or _versions(), kind)
     return f"text.{task}.{kind}@{digest}"
 
 

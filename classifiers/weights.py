@@ -119,10 +119,11 @@ def training_hash(task: str, examples: Sequence[training.Example] | None = None)
 
 
 def model_digest(task: str, examples: Sequence[training.Example],
-                 versions: dict[str, str]) -> str:
-    """The ``@`` part of the shipped model's id (:func:`faultline.classifiers.text.model_id`):
-    the training data, the model settings and the recorded library versions."""
-    return training.data_hash(examples, *training.model_settings(KIND, task),
+                 versions: dict[str, str], kind: str = KIND) -> str:
+    """The ``@`` part of a model's id (:func:`faultline.classifiers.text.model_id`): the
+    training data, the model settings and the library versions (the recorded ones for
+    shipped weights, the installed ones for a model fitted now)."""
+    return training.data_hash(examples, *training.model_settings(kind, task),
                               versions["scikit-learn"], versions["spacy"])
 
 
