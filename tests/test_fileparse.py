@@ -261,3 +261,38 @@ def test_clock_backwards_flags_object_events():
     got = parse_file("hosts/node0000/kern.log", text.encode(), SETTINGS[0])
     attrs = [json.loads(a) if a else {} for a in got.events.column("attrs").to_pylist()]
     assert [a.get("clock_backwards_us") for a in attrs] == [None, 10_000_000, None]
+
+
+# What syslog_year's search stood for: the first RFC 3164 head of the sniffed window,
+# anywhere a line starts (``^`` with ``re.M``).
+_HEAD_M = re.compile(r"^\[?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) *(\d{1,2}) ",
+                     re.M)
+_W = fileparse.SNIFF_BYTES
+_SYSLOG = "Jul  1 12:00:00 node0001 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module"
+_RFC3339 = "2025-01-02T06:00:10.123456+00:00 node0001 kernel: mlx5_core 0000:18:00.0: up"
+
+
+@pytest.mark.parametrize("text", [
+    _SYSLOG + "\n",
+    _RFC3339 + "\n" + _SYSLOG.replace("Jul  1", "Mar 3") + "\n",  # a later line's
+    "[Dec 31 23:59] ACPI: Early table checksum verification disabled\n",  # dmesg -H
+    _RFC3339 + "\r\nFeb 28 23:59:59 node0001 kernel: x\r\n",  # after a CRLF line end
+    _RFC3339 + " Jan 5 12:00:00\n",  # a month inside a line is no line's head
+    "\rJan 5 12:00:00 h k: x\n" + _RFC3339 + "\rFeb 6 1 \n",  # \r opens no line
+    _RFC3339 + "\u2028Jan 5 12:00:00 h k: x\n",  # nor a Unicode separator
+    "x" * _W + "\nJan 1 00:00:00 h kernel: beyond the window\n",
+    "x" * (_W - 7) + "\nJan 1 00:00:00 h kernel: its space is the window's end\n",
+    "x" * (_W - 8) + "\nJan 1 00:00:00 h kernel: just inside\n",
+    "",
+    "Jan\n",
+])
+def test_syslog_year_takes_the_first_head_of_the_window(text):
+    mtime = dt.datetime(2025, 2, 1, tzinfo=dt.UTC).timestamp()
+    m = _HEAD_M.search(text[:_W])
+    if m is None:
+        want = None
+    else:
+        month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                 "Nov", "Dec"].index(m.group(1)) + 1
+        want = 2025 if (month, int(m.group(2))) <= (2, 1) else 2024
+    assert fileparse.syslog_year(text, IngestSettings(), mtime) == want

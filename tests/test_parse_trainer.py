@@ -199,3 +199,33 @@ def test_crlf_same_as_lf():
 
     assert strip(trainer.parse(_sample(), CTX)) == strip(
         trainer.parse(_sample().replace("\n", "\r\n"), CTX))
+
+
+@pytest.mark.parametrize("msg", [
+    "checkpoint saved step=69304 path=/ckpt/llama3-405b/step_0069304 seconds=43.3",
+    "Non-finite loss detected at step 12 on rank 3",
+    "found NaN in gradients at iteration 7",
+    "grad_norm = -inf at step 9",
+    "Gradient is INF",
+    "nan loss at step 4",
+    "NONFINITE values in loss",
+    "weight checksum mismatch between ranks 0 and 5 at step 88",
+    "MISMATCHED replica hashes",
+    "parameters do not match across replicas",
+    "replica hash inconsistent at step 3",
+    "grad norm differs on rank 2",
+    "params diverged after step 10",
+    "checksum not equal",
+    "che\u212aksum mismatch at step 5",  # KELVIN SIGN: re.I reads it as k
+    "\u017ftep 3: lo\u017f\u017f is nan",  # LONG S: re.I reads it as s
+    "ERROR something else failed at step 2",
+    "CRITICAL node: gpu-07. lost",
+    "checkpoint written to /ckpt/x in 12.5 s",
+])
+def test_classify_pre_checks_change_nothing(msg, monkeypatch):
+    """The literal pre-checks of ``classify`` only skip searches that would fail: with
+    them every candidate line is classified as by the searches alone."""
+    line = f"2024-07-01 11:59:00,004 INFO {msg}"
+    got = trainer.classify(line)
+    monkeypatch.setattr(trainer, "_may_match", lambda low, needles: True)
+    assert got == trainer.classify(line)

@@ -123,7 +123,8 @@ def classify(line: str) -> tuple[str, dict] | None:
     """Kind and attrs of one trainer line, for the non-step kinds (step lines are
     vectorized, see :func:`step_frame`); None if the line is routine."""
     level, msg = _content(line)
-    if _PY_NONFINITE.search(msg):
+    low = msg.lower() if msg.isascii() else None  # None: no cheap pre-check
+    if _may_match(low, _NONFINITE_NEEDLES) and _PY_NONFINITE.search(msg):
         attrs: dict = {"what": _nonfinite_what(msg)}
         if m := _VALUE.search(msg):
             attrs["value"] = m.group(1).lower()
@@ -131,7 +132,7 @@ def classify(line: str) -> tuple[str, dict] | None:
             attrs["step"] = int(m.group(1))
         _rank_device(msg, attrs)
         return "nonfinite_loss", attrs
-    if _CHECKSUM.search(msg):
+    if _may_match(low, _CHECKSUM_NEEDLES) and _CHECKSUM.search(msg):
         attrs = {}
         if m := _AT_STEP.search(msg):
             attrs["step"] = int(m.group(1))
@@ -154,6 +155,21 @@ def classify(line: str) -> tuple[str, dict] | None:
             attrs["step"] = int(m.group(1))
         return "train_error", attrs
     return None
+
+
+# Literals every match of _PY_NONFINITE, resp. _CHECKSUM, holds, lowercased: most
+# candidate lines (checkpoint saves) hold none, and both case-insensitive searches fail
+# slowly (``.{0,80}?``): 0.055 of classify's 0.060 CPU s on small x4's 4,342 candidates.
+_NONFINITE_NEEDLES = ("finite", "nan", "inf")
+_CHECKSUM_NEEDLES = ("mismatch", "differ", "diverge", "inconsistent", "not ")
+
+
+def _may_match(low: str | None, needles: tuple[str, ...]) -> bool:
+    """Whether a message (``low``: lowercased, None unless ASCII) may match a pattern
+    all of whose matches hold one of ``needles``. Only for ASCII text: there ``re.I``
+    folds case exactly as ``str.lower`` does (beyond it, e.g. the Kelvin sign folds to
+    ``k``)."""
+    return low is None or any(nd in low for nd in needles)
 
 
 def _nonfinite_what(msg: str) -> str:
