@@ -817,3 +817,45 @@ def test_any_mix_of_lines_is_fully_counted(picks, crlf, final_newline, year, mon
     text = sep.join(picks) + (sep if final_newline and picks else "")
     fp = parse_both(text, ctx(year=year), monkeypatch)
     assert fp.lines == count_lines(text.encode())
+
+
+def _rfc3164_log(n_routine: int) -> list[str]:
+    """A syslog file across New Year: Xids before and after the rollover, and
+    ``n_routine`` routine lines between them."""
+    routine = "Dec 31 23:59:58 node0042 kernel: usb 1-1: new high-speed USB device number 2"
+    return [f"Dec 31 23:59:57 node0042 kernel: [  12.500000] {XID79}",
+            *[routine] * n_routine,
+            f"Jan  1 00:00:01 node0042 kernel: {XID79}"]
+
+
+def _rfc3339_log() -> list[str]:
+    """RFC 3339 lines with a syslog boot anchor (``kernel: [secs]``) that dates a dmesg
+    line of the same boot: no year to infer."""
+    return [f"2024-07-01T12:00:00.000000+00:00 node0043 kernel: [  10.000000] {XID79}",
+            "2024-07-01T12:00:01.000000+00:00 node0043 kernel: [  11.000000] eth0: up",
+            f"[   12.000000] {XID79}",
+            f"2024-07-01T12:00:02.000000+00:00 node0043 kernel: {XID79}"]
+
+
+def test_years_only_for_files_that_read_them_same_rows_as_alone(monkeypatch):
+    """The rfc3164 months are read for the files that need a year only: a large file
+    by a pass of its own, small files by one pass over the batch, an RFC 3339 file not
+    at all; every file's result is the one it gets parsed alone."""
+    passes: list[int] = []
+    months = kernel._months
+    monkeypatch.setattr(kernel, "_months", lambda s: passes.append(len(s)) or months(s))
+    big = _rfc3164_log(kernel._OWN_MONTHS_PASS)
+    files = [(_rfc3339_log(), ctx(path="hosts/node0043/kern.log", host="node0043")),
+             (big, ctx(year=2023)), (_rfc3164_log(300), ctx(year=2023)),
+             (_rfc3339_log(), ctx(path="hosts/node0044/kern.log", host="node0043"))]
+    total = sum(len(lines) for lines, _ in files)
+    got = kernel.parse_many(files)
+    assert sorted(passes) == [len(big), total]
+    assert [[e.ts for e in fp.events] for fp in got[1:3]] == [
+        [us("2023-12-31T23:59:57"), us("2024-01-01T00:00:01")]] * 2
+    assert [e.ts for e in got[0].events][1] == us("2024-07-01T12:00:02+00:00")
+    for (lines, c), fp in zip(files, got, strict=True):
+        assert kernel.parse_lines(lines, c) == fp
+    passes.clear()
+    kernel.parse_many([files[0], files[3]] * 100)  # a batch of RFC 3339 files
+    assert passes == []

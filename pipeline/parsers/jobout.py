@@ -54,10 +54,6 @@ _LOCAL_RANK = re.compile(r"\blocalRank (\d+)")
 _BUS_ID = re.compile(r"\bbusId ([0-9a-fA-F]{1,12})\b")
 
 
-def _sample(lines: list[str]) -> list[str]:
-    return list(islice((ln for ln in lines if ln.strip()), SAMPLE_LINES))
-
-
 def is_labelled(lines: list[str]) -> bool:
     """Whether the file's lines carry ``srun --label`` prefixes: a fifth of its first
     non-blank lines at least (the batch script's own output before ``srun`` has none),
@@ -70,7 +66,8 @@ def is_labelled(lines: list[str]) -> bool:
 def has_collector_stamps(lines: list[str]) -> bool:
     """Whether the file's first lines carry a collector's ISO stamp (its unstamped lines
     are continuations: traceback bodies, wrapped text)."""
-    return any(COLLECTOR_RE.match(ln) for ln in _sample(lines))
+    match = COLLECTOR_RE.match  # stops at the first stamp (a collector's first line)
+    return any(match(ln) for ln in islice(filter(str.strip, lines), SAMPLE_LINES))
 
 
 def split_label(line: str) -> tuple[str | None, str]:
