@@ -859,3 +859,29 @@ def test_years_only_for_files_that_read_them_same_rows_as_alone(monkeypatch):
     passes.clear()
     kernel.parse_many([files[0], files[3]] * 100)  # a batch of RFC 3339 files
     assert passes == []
+
+
+_DMESG = f"[   12.000000] {XID79}"
+_SYSLOG3339 = f"2024-07-01T12:00:00.000000+00:00 node0042 kernel: {XID79}"
+_SYSLOG3164 = f"Jul  1 12:00:00 node0042 kernel: {XID79}"
+
+
+@pytest.mark.parametrize(("lines", "shape"), [
+    ([_DMESG, _SYSLOG3339, _SYSLOG3339, _DMESG], "dmesg"),  # a tie: the first line's
+    ([_SYSLOG3339, _DMESG, _DMESG, _SYSLOG3339], "rfc3339"),
+    (["", "   ", _SYSLOG3164, _DMESG], "rfc3164"),  # blanks count for no timed shape
+    (["-- Reboot --", "not a kernel line", _SYSLOG3164], "rfc3164"),
+    ([_DMESG] * 3 + [_SYSLOG3339] * 300, "rfc3339"),  # past the sample: candidates count
+    ([_SYSLOG3339] * 150 + [_DMESG] * 250, "dmesg"),
+    (["garbage", "more garbage"], None),
+])
+def test_dominant_shape_same_in_a_batch_as_alone(lines, shape, monkeypatch):
+    """The shape sample (the first lines' shapes, in first-line order) is counted by
+    polars over a batch and by Python for a file alone: the same ``files.shape``."""
+    files = [(lines, ctx()), ([_SYSLOG3164] * 5, ctx()), (lines[::-1], ctx())]
+    monkeypatch.setattr(kernel, "_SMALL_FILE", 0)
+    batch = kernel.parse_many(files)
+    monkeypatch.setattr(kernel, "_SMALL_FILE", 10**9)
+    alone = [kernel.parse_lines(ln, c) for ln, c in files]
+    assert batch == alone
+    assert batch[0].shape == shape

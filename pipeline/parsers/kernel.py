@@ -144,6 +144,10 @@ SHAPE_PATTERN: str = "|".join(
     f"(?:{_NAMED_GROUP.sub('(?:', head + check)})" for _, head, _, check in SHAPES
 )
 
+# Each shape's vectorized check (head + check, as in SHAPE_PATTERN), in SHAPES' order.
+_SHAPE_CHECKS: tuple[str, ...] = tuple(_NAMED_GROUP.sub("(?:", head + check)
+                                       for _, head, _, check in SHAPES)
+
 FILE_SHAPES = ("rfc3339", "rfc3164", "dmesg_t", "iso", "kmsg", "dmesg", "reltime",
                "reltime_delta")
 _NO_MESSAGE = frozenset({"kmsg_cont", "blank", "pstore_header", "journal_marker"})
@@ -407,6 +411,41 @@ class _Shared:
             return self._get("months", lambda: _months(self.batch.series))[a:b]
         return self._get(("months", a), lambda: _months(self.batch.series.slice(a, b - a)))
 
+    def sample_shapes(self) -> list[Counter]:
+        """Per file, the shapes of its first :data:`_SAMPLE_LINES` lines as
+        :func:`parse_lines` counts them: each line's first matching shape of
+        :data:`SHAPES`, in the order of their first line (``Counter.most_common``
+        breaks ties by it). One polars pass per shape over the lines no earlier shape
+        took, instead of up to 13 Python matches a line (small x4's 600 kernel logs:
+        0.092 -> 0.044 CPU s for the 120k sample lines)."""
+        def compute() -> list[Counter]:
+            starts = self.batch.starts
+            n_files = len(starts) - 1
+            size = np.minimum(np.diff(starts), _SAMPLE_LINES)
+            file_of = np.repeat(np.arange(n_files, dtype=np.int64), size)
+            first = np.repeat(starts[:-1], size)
+            rows = first + (np.arange(len(file_of), dtype=np.int64)
+                            - np.repeat(np.cumsum(size) - size, size))
+            sample = self.batch.series.gather(pl.Series(rows, dtype=pl.UInt32))
+            shape = np.full(len(rows), -1, dtype=np.int64)
+            left = np.arange(len(rows), dtype=np.int64)
+            for s, check in enumerate(_SHAPE_CHECKS):
+                if not len(left):
+                    break
+                hit = sample.gather(pl.Series(left, dtype=pl.UInt32)).str.contains(
+                    check).to_numpy()
+                shape[left[hit]] = s
+                left = left[~hit]
+            got = np.flatnonzero(shape >= 0)  # rows in order: a pair's first is its first
+            pair = file_of[got] * len(SHAPES) + shape[got]
+            pairs, at, counts = np.unique(pair, return_index=True, return_counts=True)
+            out: list[Counter] = [Counter() for _ in range(n_files)]
+            for j in np.argsort(at, kind="stable").tolist():
+                k, s = divmod(int(pairs[j]), len(SHAPES))
+                out[k][SHAPES[s][0]] = int(counts[j])
+            return out
+        return self._get("sample_shapes", compute)
+
     def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             idx, lines = self._matching(_REL)
@@ -468,6 +507,7 @@ class _Columns:
         self.shared = shared
         if shared is not None:
             self._a, self._b = int(shared.batch.starts[k]), int(shared.batch.starts[k + 1])
+            self._k = k
 
     def contains(self, pattern: str) -> np.ndarray:
         if self.shared is not None:
@@ -504,6 +544,18 @@ class _Columns:
             if m:
                 out[i] = MONTHS[m.group(1)]
         return out
+
+    def sample_shapes(self) -> Counter:
+        """The shapes of the file's first :data:`_SAMPLE_LINES` lines, counted in the
+        order of their first line."""
+        if self.shared is not None:
+            return Counter(self.shared.sample_shapes()[self._k])  # counted on: a copy
+        shapes: Counter = Counter()
+        for line in self.lines[:_SAMPLE_LINES]:
+            found = _match_shape(line)
+            if found is not None:
+                shapes[found[0]] += 1
+        return shapes
 
     def uptimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(uptime_us or -1, line is kmsg/dmesg text, line is a syslog ``kernel: [secs]``)."""
@@ -741,11 +793,7 @@ def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = Non
     candidates = np.flatnonzero(selected).tolist()
 
     clock = _Clock(cols, ctx)
-    shapes: Counter = Counter()
-    for line in lines[:_SAMPLE_LINES]:
-        found = _match_shape(line)
-        if found is not None:
-            shapes[found[0]] += 1
+    shapes = cols.sample_shapes()
 
     events: list[ParsedEvent] = []
     rejects: list[Reject] = [Reject.of(i + 1, _reject_reason(lines[i]), lines[i])
