@@ -247,12 +247,15 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
                  pa.Table.from_pylist(out_rows, schema=INTERRUPTIONS.arrow_schema))
     con.execute("INSERT INTO interruptions SELECT * FROM new_interruptions")
     con.unregister("new_interruptions")
-    if ev_rows:
-        con.register("new_evidence", pa.table(
-            {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
-             "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
-        con.execute("INSERT INTO interruption_evidence SELECT * FROM new_evidence")
+    # kept as the temp table ``ev`` too: what the symptoms must not repeat
+    con.register("new_evidence", pa.table(
+        {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
+         "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE ev AS SELECT * FROM new_evidence")
+    finally:
         con.unregister("new_evidence")
+    con.execute("INSERT INTO interruption_evidence SELECT * FROM ev")
     _symptoms_and_history(con)
 
 
@@ -558,19 +561,22 @@ def _symptoms_and_history(con) -> None:
     """Everything else the cascade wrote in the window is a symptom; the same GPU's
     (or host's) hardware events outside it are history."""
     kinds = ", ".join(f"'{k}'" for k in SYMPTOMS)
-    # the rows already there by an outer join, not a correlated NOT EXISTS: DuckDB
-    # decorrelates that into a DISTINCT over every (window, event) pair first, which
-    # was 8.6 of llama3's 10 s of root causes (9.2 M symptoms); this takes half.
+    # The rows :func:`decide` gave these windows (the temp table ``ev``: every other row
+    # of ``interruption_evidence`` belongs to another window) are left out by an outer
+    # join, not a correlated NOT EXISTS: DuckDB decorrelates that into a DISTINCT over
+    # every (window, event) pair first, which was 8.6 of llama3's 10 s of root causes
+    # (9.2 M symptoms). Against ``ev`` rather than the stored table, whose row count
+    # DuckDB still estimated from before the DELETE: it built its hash table from the
+    # million symptoms instead of the thousands of decided rows (medium: 0.2 CPU s).
     # No DISTINCT either: a window's iid is unique (the interruptions key) and so is an
     # event's id (the load keeps one copy of a duplicated file's events), so each
-    # (window, event) pair comes once; hashing 1.25 M pairs was a sixth of medium's phase
+    # (window, event) pair comes once; hashing 1.25 M pairs cost medium 0.13 CPU s.
     con.execute(f"""
         INSERT INTO interruption_evidence
         SELECT w.iid, e.event_id, 'symptom'
         FROM w JOIN events e ON e.job_id = w.job_id
              AND epoch_us(e.ts) BETWEEN w.failed - {BEFORE_S}e6 AND w.failed + {AFTER_S}e6
-        LEFT JOIN interruption_evidence x
-             ON x.interruption_id = w.iid AND x.event_id = e.event_id
+        LEFT JOIN ev x ON x.interruption_id = w.iid AND x.event_id = e.event_id
         WHERE e.kind IN ({kinds}) AND x.event_id IS NULL
     """)  # noqa: S608 - constants of this module
     con.execute("""
