@@ -67,9 +67,9 @@ def retain(con: duckdb.DuckDBPyConnection, used: dict[str, Sequence[str | None]]
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...],
             rows: Sequence[tuple]) -> None:
-    """``rows`` into ``table`` as one Arrow table, each column typed as the table's
-    (``executemany`` ran one prepared INSERT per row: a few ms per hundred texts, in
-    every ingest that meets new texts)."""
+    """``rows`` into ``table`` as one Arrow table, cast to the table's column types by
+    the INSERT (``executemany`` ran one prepared INSERT per row: a few ms per hundred
+    texts, in every ingest that meets new texts)."""
     con.register("memo_rows", pa.table({c: [r[i] for r in rows]
                                         for i, c in enumerate(columns)}))
     try:
