@@ -151,10 +151,13 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
     """Addresses (from NCCL bring-up lines and hosts.csv) -> host."""
     r = HostResolver()
     # One bring-up line per rank and attempt: only the distinct (host, address) pairs
-    # are read, so memory does not grow with the number of attempts.
+    # are read, so memory does not grow with the number of attempts. They are made
+    # distinct before the address is wrapped as JSON (medium: a million lines, a
+    # thousand pairs; the wrapping is one-to-one), which is then only the sort key.
     for host, attrs in con.execute("""
-            SELECT DISTINCT host, json_object('address', attrs->>'address') FROM events
-            WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL
+            SELECT host, json_object('address', address) FROM (
+                SELECT DISTINCT host, attrs->>'address' AS address FROM events
+                WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL)
             UNION ALL
             SELECT DISTINCT host, attrs FROM events
             WHERE kind = 'host_alias' AND host IS NOT NULL
@@ -168,7 +171,6 @@ def _resolver(con: duckdb.DuckDBPyConnection) -> HostResolver:
 
 def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True) -> None:
     tax = load_taxonomy()
-    rows_w = []
     # a job's node list is the same in each of its attempts (a 2,048-host job fails
     # hundreds of times): expanded once per distinct list, each window given its copy
     expanded: dict[str, list[str]] = {}
@@ -176,9 +178,6 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
         if (cur[5] or "") not in expanded:
             expanded[cur[5] or ""] = try_expand_hostlist(cur[5] or "")
     con.execute("CREATE OR REPLACE TEMP TABLE wh (iid VARCHAR, host VARCHAR)")
-    for iid, cur, _nxt in windows:
-        rows_w.append((iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * 1_000_000,
-                       cur[3] + DRAIN_AFTER_S * 1_000_000))
     # each attempt's hosts, one window at a time: all of them at once were a million
     # (window, host) tuples on llama3 (60 MB) held through the whole rebuild
     for i in range(0, len(windows), 64):
@@ -192,9 +191,7 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
                                               "host": pa.array(names, pa.string())}))
             con.execute("INSERT INTO wh SELECT * FROM wh_rows")
             con.unregister("wh_rows")
-    con.execute("CREATE OR REPLACE TEMP TABLE w (iid VARCHAR, job_id VARCHAR, "
-                "started BIGINT, failed BIGINT, lo BIGINT, hi BIGINT)")
-    con.executemany("INSERT INTO w VALUES (?, ?, ?, ?, ?, ?)", rows_w)
+    _window_table(con, windows)
     skipped = ", ".join(f"'{k}'" for k in (*NOT_EVIDENCE, *NOT_READ))
     result = con.execute(f"""
         SELECT w.iid, e.event_id, epoch_us(e.ts), e.host, e.kind, e.xid, e.message,
@@ -219,7 +216,7 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
         SELECT w.iid, count(DISTINCT coalesce(e.host, '')) {WATCHDOG_JOIN} GROUP BY w.iid
     """).fetchall())
     texts = _classify_texts(con, cands, retain)
-    progress = _progress(con, windows)
+    progress = _progress(con)
     inventory = Inventory.load(con)
     hangs = fr_tier.load(con)  # Flight Recorder verdicts: above the straggler guess
     out_rows, ev_rows = [], []
@@ -250,12 +247,15 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
                  pa.Table.from_pylist(out_rows, schema=INTERRUPTIONS.arrow_schema))
     con.execute("INSERT INTO interruptions SELECT * FROM new_interruptions")
     con.unregister("new_interruptions")
-    if ev_rows:
-        con.register("new_evidence", pa.table(
-            {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
-             "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
-        con.execute("INSERT INTO interruption_evidence SELECT * FROM new_evidence")
+    # kept as the temp table ``ev`` too: what the symptoms must not repeat
+    con.register("new_evidence", pa.table(
+        {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
+         "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE ev AS SELECT * FROM new_evidence")
+    finally:
         con.unregister("new_evidence")
+    con.execute("INSERT INTO interruption_evidence SELECT * FROM ev")
     _symptoms_and_history(con)
 
 
@@ -507,29 +507,47 @@ def _refine_memory(d: Decision, cands: list[Candidate]) -> str:
     return d.component
 
 
-def _progress(con, windows) -> dict[str, tuple[float | None, float | None]]:
-    """Per interruption: work lost since the attempt's last checkpoint (or first step),
-    and the time until the next attempt's first step. One pass over the steps."""
-    con.execute("CREATE OR REPLACE TEMP TABLE wp (iid VARCHAR, job VARCHAR, started BIGINT,"
-                " failed BIGINT, next_job VARCHAR, next_started BIGINT)")
-    con.executemany("INSERT INTO wp VALUES (?, ?, ?, ?, ?, ?)",
-                    [(iid, cur[1], cur[2], cur[3], nxt[1], nxt[2])
-                     for iid, cur, nxt in windows])
+# The columns of the temp table ``w``, one row per window.
+_W_COLUMNS = (("iid", pa.string()), ("job_id", pa.string()), ("started", pa.int64()),
+              ("failed", pa.int64()), ("lo", pa.int64()), ("hi", pa.int64()),
+              ("next_job", pa.string()), ("next_started", pa.int64()))
+
+
+def _window_table(con: duckdb.DuckDBPyConnection, windows: list[tuple]) -> None:
+    """The temp table ``w`` every statement of the rebuild joins ``events`` to: one row
+    per window, with the next attempt's job and start for :func:`_progress` (one table
+    for both, where there were two). Sent as one Arrow table: ``executemany`` ran one
+    prepared INSERT per row."""
+    us = 1_000_000
+    rows = [(iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * us,
+             cur[3] + DRAIN_AFTER_S * us, nxt[1], nxt[2]) for iid, cur, nxt in windows]
+    con.register("w_rows", pa.table({name: pa.array([r[i] for r in rows], kind)
+                                     for i, (name, kind) in enumerate(_W_COLUMNS)}))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE w AS SELECT * FROM w_rows")
+    finally:
+        con.unregister("w_rows")
+
+
+def _progress(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[float | None, float | None]]:
+    """Per interruption (the windows of ``w``): work lost since the attempt's last
+    checkpoint (or first step), and the time until the next attempt's first step. One
+    pass over the steps."""
     rows = con.execute("""
         WITH s AS (SELECT job_id, kind, epoch_us(ts) AS t FROM events
                    WHERE kind IN ('checkpoint', 'train_step')),
         mine AS (
-            SELECT wp.iid, max(s.t) FILTER (WHERE s.kind = 'checkpoint') AS ckpt,
+            SELECT w.iid, max(s.t) FILTER (WHERE s.kind = 'checkpoint') AS ckpt,
                    min(s.t) FILTER (WHERE s.kind = 'train_step') AS first_step
-            FROM wp JOIN s ON s.job_id = wp.job AND s.t BETWEEN wp.started AND wp.failed
-            GROUP BY wp.iid),
+            FROM w JOIN s ON s.job_id = w.job_id AND s.t BETWEEN w.started AND w.failed
+            GROUP BY w.iid),
         nxt AS (
-            SELECT wp.iid, min(s.t) AS next_step
-            FROM wp JOIN s ON s.job_id = wp.next_job AND s.kind = 'train_step'
-                          AND s.t >= wp.next_started
-            GROUP BY wp.iid)
-        SELECT wp.iid, wp.failed, mine.ckpt, mine.first_step, nxt.next_step
-        FROM wp LEFT JOIN mine USING (iid) LEFT JOIN nxt USING (iid)
+            SELECT w.iid, min(s.t) AS next_step
+            FROM w JOIN s ON s.job_id = w.next_job AND s.kind = 'train_step'
+                         AND s.t >= w.next_started
+            GROUP BY w.iid)
+        SELECT w.iid, w.failed, mine.ckpt, mine.first_step, nxt.next_step
+        FROM w LEFT JOIN mine USING (iid) LEFT JOIN nxt USING (iid)
     """).fetchall()
     out = {}
     for iid, failed, ckpt, first, next_step in rows:
@@ -543,16 +561,22 @@ def _symptoms_and_history(con) -> None:
     """Everything else the cascade wrote in the window is a symptom; the same GPU's
     (or host's) hardware events outside it are history."""
     kinds = ", ".join(f"'{k}'" for k in SYMPTOMS)
-    # the rows already there by an outer join, not a correlated NOT EXISTS: DuckDB
-    # decorrelates that into a DISTINCT over every (window, event) pair first, which
-    # was 8.6 of llama3's 10 s of root causes (9.2 M symptoms); this takes half
+    # The rows :func:`decide` gave these windows (the temp table ``ev``: every other row
+    # of ``interruption_evidence`` belongs to another window) are left out by an outer
+    # join, not a correlated NOT EXISTS: DuckDB decorrelates that into a DISTINCT over
+    # every (window, event) pair first, which was 8.6 of llama3's 10 s of root causes
+    # (9.2 M symptoms). Against ``ev`` rather than the stored table, whose row count
+    # DuckDB still estimated from before the DELETE: it built its hash table from the
+    # million symptoms instead of the thousands of decided rows (medium: 0.2 CPU s).
+    # No DISTINCT either: a window's iid is unique (the interruptions key) and so is an
+    # event's id (the load keeps one copy of a duplicated file's events), so each
+    # (window, event) pair comes once; hashing 1.25 M pairs cost medium 0.13 CPU s.
     con.execute(f"""
         INSERT INTO interruption_evidence
-        SELECT DISTINCT w.iid, e.event_id, 'symptom'
+        SELECT w.iid, e.event_id, 'symptom'
         FROM w JOIN events e ON e.job_id = w.job_id
              AND epoch_us(e.ts) BETWEEN w.failed - {BEFORE_S}e6 AND w.failed + {AFTER_S}e6
-        LEFT JOIN interruption_evidence x
-             ON x.interruption_id = w.iid AND x.event_id = e.event_id
+        LEFT JOIN ev x ON x.interruption_id = w.iid AND x.event_id = e.event_id
         WHERE e.kind IN ({kinds}) AND x.event_id IS NULL
     """)  # noqa: S608 - constants of this module
     con.execute("""

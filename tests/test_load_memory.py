@@ -131,3 +131,12 @@ def test_kinds_left_unread_name_no_component() -> None:
     for kind in NOT_READ:
         assert signals.rule_for(kind, "reboot: Restarting system", None, None) is None
         assert kind not in signals._BY_KIND
+
+
+def test_the_rebuild_resolver_reads_one_pair_per_host_and_address(tmp_path: Path) -> None:
+    from faultline.classifiers.interruptions import _resolver
+
+    got, want = _resolver(_db(tmp_path)), _every_line_resolver()
+    keys = [*want.names, "n2-bmc", "10.0.1.9", "10.0.0.7<0>", "n5", "10.9.9.9"]
+    assert {k: got.resolve(k) for k in keys} == {k: want.resolve(k) for k in keys}
+    assert got.resolve("10.0.0.7") == "n3"  # the first claim, not n4's later one
