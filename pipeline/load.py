@@ -303,8 +303,15 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
 
     Anchored lines become ``boot_relative``. Recomputed from the stored rows on every
     load (lines anchored before are reset first), so a re-run changes nothing and a new
-    file that brings an anchor takes effect.
+    file that brings an anchor takes effect. A corpus without such lines (no plain
+    dmesg) skips it all: every step below reads only them (0.01 CPU s to find out
+    instead of 0.12 for the steps on small x4's 340k events).
     """
+    if not con.execute("""
+        SELECT EXISTS (SELECT 1 FROM events
+                       WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL)
+    """).fetchall()[0][0]:
+        return
     con.execute("""
         UPDATE events SET ts = NULL, ts_quality = 'untimed'
         WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND ts IS NOT NULL

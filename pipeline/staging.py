@@ -32,6 +32,21 @@ def is_remote(location: str) -> bool:
     return "://" in location
 
 
+def shard_options(location: str) -> dict[str, object]:
+    """``pyarrow.parquet.write_table`` options for shards written under ``location``.
+
+    Shards are read once, by the loader, and then removed. On a local directory they
+    never leave the machine, so they are written for the least CPU: lz4, without
+    dictionary pages or column statistics (the loader reads every row; nothing prunes
+    on them). Measured on small x4's 2,900 shards (CPU s, best of 3): zstd 0.34 to
+    write and 0.20 for DuckDB to read the events back, 11 MB; these options 0.19 and
+    0.20, 19 MB (lz4 with dictionaries 0.28; uncompressed 0.18, but 158 MB). A remote
+    location (a bucket, HDFS) keeps zstd: there the bytes travel, twice."""
+    if is_remote(location):
+        return {"compression": "zstd"}
+    return {"compression": "lz4", "use_dictionary": False, "write_statistics": False}
+
+
 @dataclass(frozen=True)
 class Staging:
     """The shard location the workers write (``uri``) and the local directory the

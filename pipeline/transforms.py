@@ -32,7 +32,7 @@ from faultline.pipeline.fileparse import BatchItem, ParsedFile, parse_batch
 from faultline.pipeline.inflate import MAX_PLAIN_BYTES
 from faultline.pipeline.objstore import open_uri, stat_uri
 from faultline.pipeline.settings import IngestSettings
-from faultline.pipeline.staging import TABLES
+from faultline.pipeline.staging import TABLES, shard_options
 
 
 def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
@@ -202,16 +202,18 @@ def _read_all(paths: list[str | list[str] | dict]) -> Iterator[BatchItem]:
 
 
 class WriteShards(beam.DoFn):
-    """Write each batch's tables as Parquet under ``<staging>/<table>/``."""
+    """Write each batch's tables as Parquet under ``<staging>/<table>/``, compressed as
+    :func:`~faultline.pipeline.staging.shard_options` says for that location."""
 
     def __init__(self, staging: str) -> None:
         self.staging = staging
+        self.options = shard_options(staging)
 
     def process(self, item: tuple[str, str, pa.Table]) -> Iterator[str]:
         key, name, table = item
         path = FileSystems.join(self.staging, name, f"{key}-n{table.num_rows}.parquet")
         with FileSystems.create(path) as f:  # local parents are created as needed
-            pq.write_table(table, f, compression="zstd")
+            pq.write_table(table, f, **self.options)
         yield path
 
 

@@ -50,6 +50,10 @@ class Column:
     values_source: str | None = None  # where a long vocabulary is documented
     minimum: float | None = None
     maximum: float | None = None
+    # DuckDB's storage compression when not its own choice: "zstd" for long free text
+    # unique per row (messages, JSON attrs, ids), where DuckDB's dictionary/FSST analysis
+    # costs most of the write and saves little (see ddl.create_table_sql).
+    compression: str | None = None
 
     @property
     def duckdb_type(self) -> str:
@@ -200,7 +204,8 @@ EVENTS = Table(
     key=("event_id",),
     enforce_key=False,
     columns=(
-        Column("event_id", S, "Deterministic id from sha256, line_no and an ordinal."),
+        Column("event_id", S, "Deterministic id from sha256, line_no and an ordinal.",
+               compression="zstd"),
         Column("ts", TS, "Event time in UTC; NULL only when ts_quality is untimed.",
                nullable=True),
         Column("ts_quality", S, "How ts was obtained.", values=TS_QUALITIES),
@@ -216,7 +221,7 @@ EVENTS = Table(
                nullable=True),
         Column("job_id", S, "Slurm job id (text: arrays and het jobs keep their form).",
                nullable=True),
-        Column("message", S, "The message text of the line(s)."),
+        Column("message", S, "The message text of the line(s).", compression="zstd"),
         Column("path", S, "File the event was read from."),
         Column("line_no", I64, "First line of the event (1-based).", minimum=1),
         Column("line_end", I64, "Last line of the event (>= line_no).", minimum=1),
@@ -224,7 +229,7 @@ EVENTS = Table(
         Column("rank", I32, "Training rank the line belongs to (extension).",
                nullable=True, minimum=0),
         Column("attrs", J, "Kind-specific fields as a JSON object (extension).",
-               nullable=True),
+               nullable=True, compression="zstd"),
     ),
 )
 
