@@ -4,7 +4,8 @@
 
 Runs on the local DirectRunner by default (in-process for a small corpus, Beam's
 multi-process mode on every core for a large one: :mod:`faultline.pipeline.workers`;
-``--workers N`` to choose) and on any other runner through ``--runner`` / ``--beam-opt``,
+``--workers N`` to choose; the worker processes are forked from a server that has
+imported Beam already, :mod:`faultline.pipeline.forkserver`) and on any other runner through ``--runner`` / ``--beam-opt``,
 which pass through to Beam's PipelineOptions untouched. The default never tries
 Beam's Prism runner, which recent releases download from the internet at run time.
 ``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
