@@ -246,7 +246,7 @@ def ingest(
     from faultline.pipeline import forkserver
 
     server = (forkserver.ForkServer.start()
-              if forkserver.wanted(runner, workers, beam_opt or []) else None)
+              if forkserver.wanted(runner, workers, beam_opt or [], corpus) else None)
     with server or contextlib.nullcontext():
         _ingest_command(corpus, db, tz, year, run, overrides, runner, dask_address, workers,
                         beam_opt, shards, rules, host_from_path, json_fields, server)

@@ -46,11 +46,12 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from faultline.pipeline import forkclient
-from faultline.pipeline.workers import LOCAL_RUNNERS, cpus
+from faultline.pipeline.workers import LOCAL_RUNNERS, likely
 
 # imported once by the server: everything a worker needs before its first bundle
 # except polars and what imports it (see the module doc)
@@ -81,17 +82,19 @@ def threads() -> int:
         return threading.active_count()
 
 
-def wanted(runner: str, workers: int | None, beam_opts: list[str]) -> bool:
-    """Whether a run with these flags may parse on forked workers: a local runner,
-    more than one worker possible (``workers`` None: the default, decided by the
-    corpus's size later, is more than one only with a second core), and Beam's running
-    mode not chosen by ``--beam-opt`` (the server stands in for ``multi_processing``'s
-    worker command only)."""
+def wanted(runner: str, workers: int | None, beam_opts: list[str],
+           roots: Iterable[str | os.PathLike[str]] = ()) -> bool:
+    """Whether a run with these flags will likely parse on more than one local worker,
+    and so on forked ones: a local runner, more than one worker given, or by default
+    (:func:`faultline.pipeline.workers.likely`: a first guess from the sizes of the
+    files under ``roots``; a server started for a run that then needs one worker costs
+    about 0.8 CPU s), and Beam's running mode not chosen by ``--beam-opt`` (the server
+    stands in for ``multi_processing``'s worker command only)."""
     if runner not in LOCAL_RUNNERS or not supported():
         return False
-    if (workers if workers is not None else cpus()) <= 1:
+    if any(o.lstrip("-").startswith("direct_running_mode") for o in beam_opts):
         return False
-    return not any(o.lstrip("-").startswith("direct_running_mode") for o in beam_opts)
+    return likely(workers, roots) > 1
 
 
 class ForkServer:
@@ -168,6 +171,10 @@ class ForkServer:
         """End the server (and any worker still running); idempotent."""
         if self._forked is None:
             self._forked = self.forked()
+        if not (self.directory / READY).exists():
+            # still importing (a run that turned out to need one worker): it has forked
+            # nothing, and waiting for its imports to end would only cost time
+            self.process.kill()
         if self.process.stdin is not None and not self.process.stdin.closed:
             with contextlib.suppress(OSError):
                 self.process.stdin.close()

@@ -5,9 +5,10 @@
 Runs on the local DirectRunner by default (in-process for a small corpus, Beam's
 multi-process mode on every core for a large one: :mod:`faultline.pipeline.workers`;
 ``--workers N`` to choose; the worker processes are forked from a server that has
-imported Beam already, :mod:`faultline.pipeline.forkserver`) and on any other runner through ``--runner`` / ``--beam-opt``,
-which pass through to Beam's PipelineOptions untouched. The default never tries
-Beam's Prism runner, which recent releases download from the internet at run time.
+imported Beam already, :mod:`faultline.pipeline.forkserver`) and on any other runner
+through ``--runner`` / ``--beam-opt``, which pass through to Beam's PipelineOptions
+untouched. The default never tries Beam's Prism runner, which recent releases
+download from the internet at run time.
 ``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
 (:mod:`faultline.pipeline.dask_run`: Beam's DaskRunner cannot run ``ReadFromText``).
 """
@@ -526,7 +527,7 @@ def _worker_command(runner: str, workers: int, beam_opts: list[str],
     """The fork server's worker command for a multi-process run (``given``'s if it is
     still running, else a server started here and stopped after the pipeline), or None:
     one worker, another runner, or no server to be had (Beam's stock workers)."""
-    if workers <= 1 or not forkserver.wanted(runner, workers, beam_opts):
+    if not forkserver.wanted(runner, workers, beam_opts):
         yield None
         return
     if given is not None and given.alive():

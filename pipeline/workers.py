@@ -22,7 +22,7 @@ sum stops at the threshold, so a large corpus is not stat-ed to the end.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 LOCAL_RUNNERS = ("DirectRunner", "direct", "FnApiRunner")  # where --workers means processes
 PARALLEL_BYTES = 200_000_000  # measured, bench/workers.py (see module doc)
@@ -68,6 +68,30 @@ def default_workers(paths: Iterable[str | list[str]], threshold: int | None = No
     if cores <= 1:
         return 1
     return cores if corpus_weight(paths, limit=threshold) >= threshold else 1
+
+
+def walk(roots: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
+    """Every file under local ``roots`` (URIs skipped), lazily: a first guess at the
+    corpus, before discovery has decided which files are logs."""
+    for root in roots:
+        root = os.fspath(root)
+        if "://" in root:
+            continue
+        if not os.path.isdir(root):  # noqa: PTH112 (str paths, as corpus_weight's)
+            yield root
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                yield os.path.join(dirpath, name)  # noqa: PTH118
+
+
+def likely(workers: int | None, roots: Iterable[str | os.PathLike[str]]) -> int:
+    """The worker count a local run on ``roots`` will most likely resolve to, known
+    before discovery (``ingest`` decides whether to start its fork server from it):
+    ``workers`` if given, else :func:`default_workers` of every file under the roots,
+    which weigh at least what discovery keeps of them. Summing stops at the threshold,
+    so a large corpus costs a few thousand ``stat`` calls."""
+    return workers if workers is not None else default_workers(walk(roots))
 
 
 def resolve(workers: int | None, runner: str, paths: Iterable[str | list[str]]) -> int:

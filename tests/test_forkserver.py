@@ -22,6 +22,7 @@ import pytest
 
 from faultline.cli import PAUSE_ENV
 from faultline.pipeline import forkclient, forkserver
+from faultline.pipeline import workers as workers_module
 from faultline.pipeline.run import beam_options, ingest
 
 pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="Linux fork server")
@@ -229,3 +230,26 @@ def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
     finally:
         proc.kill()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("runner", "workers", "beam_opts", "expected"), [
+    ("DirectRunner", 2, [], True),
+    ("FnApiRunner", 4, [], True),
+    ("DirectRunner", 1, [], False),  # in-process: no worker to fork
+    ("DirectRunner", 2, ["direct_running_mode=multi_threading"], False),  # Beam's choice
+    ("DirectRunner", 2, ["--direct_running_mode=multi_processing"], False),
+    ("DataflowRunner", 2, [], False),
+    ("dask", None, [], False),
+])
+def test_which_runs_want_a_fork_server(runner, workers, beam_opts, expected):
+    assert forkserver.wanted(runner, workers, beam_opts) is expected
+
+
+def test_by_default_a_small_corpus_starts_no_server(repo_root, monkeypatch):
+    """The sample is one worker's: ingest does not start a server for it (one that
+    would be stopped unused costs about 0.8 CPU s); a corpus past the threshold does."""
+    sample = repo_root / "fixtures" / "sample" / "corpus"
+    monkeypatch.setattr(workers_module, "cpus", lambda: 2)
+    assert not forkserver.wanted("DirectRunner", None, [], [sample])
+    monkeypatch.setattr(workers_module, "PARALLEL_BYTES", 1_000_000)
+    assert forkserver.wanted("DirectRunner", None, [], [sample])
