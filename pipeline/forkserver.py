@@ -217,6 +217,11 @@ def serve(directory: Path, preload: tuple[str, ...] = PRELOAD) -> int:
             print(f"faultline fork server: {n} threads after importing, not forking",
                   file=sys.stderr)
             return 1
+        import gc
+
+        # the imported modules' objects are the workers' too: out of the collector's
+        # reach, a worker's collections neither walk them nor copy their pages
+        gc.freeze()
         (directory / READY).touch()
         _Loop(listener, token, directory).run()
         return 0

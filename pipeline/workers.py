@@ -14,6 +14,20 @@ jobs keeping both cores busy (load average 3-4), two workers lost at every size 
 810 MB (by 3-15%): a second process only pays with a free core. The threshold is the
 smallest size at which two workers were measured to win.
 
+Re-measured (session 6) once the workers were forked from a server that has imported
+Beam already (:mod:`faultline.pipeline.forkserver`): two workers still lost at 5, 50
+and 100 MB (sample 4.1-4.7 s against 2.5-2.8 s; 100 MB 7.3 s against 5.3 s at load
+2) and won at 200 MB only with a free core (7.3 s against 8.2 s at load 3; 14.6 s
+against 12.3 s at load 11). The multi-process mode's remaining fixed cost (Beam's
+gRPC harness, polars and the parsers imported in each worker, a server that has not
+finished importing when a small corpus's discovery is already done) is still about
+1.5-2 s, so the threshold stays where it was.
+
+:func:`likely` makes the same decision from the file sizes under the corpus roots
+before discovery: ``ingest`` starts its fork server only when a run will most likely
+use more than one worker (one started for a one-worker run cost that run about
+0.8 CPU s).
+
 The size is the bytes the run must read, gzip files counted :data:`GZ_FACTOR` times
 (their text is several times their size: 6.6 times on the simulator's job logs). The
 sum stops at the threshold, so a large corpus is not stat-ed to the end.
