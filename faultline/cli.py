@@ -8,6 +8,7 @@ no work happens here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -240,6 +241,24 @@ def ingest(
 
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
+    # first: the server imports Beam's worker while this process imports the rest and
+    # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do
+    from faultline.pipeline import forkserver
+
+    server = (forkserver.ForkServer.start()
+              if forkserver.wanted(runner, workers, beam_opt or [], corpus) else None)
+    with server or contextlib.nullcontext():
+        _ingest_command(corpus, db, tz, year, run, overrides, runner, dask_address, workers,
+                        beam_opt, shards, rules, host_from_path, json_fields, server)
+
+
+def _ingest_command(corpus: list[str], db: Path, tz: str | None, year: int | None,
+                    run: str | None, overrides: Path | None, runner: str,
+                    dask_address: str | None, workers: int | None,
+                    beam_opt: list[str] | None, shards: str | None,
+                    rules: list[Path] | None, host_from_path: str | None,
+                    json_fields: str | None, server: Any) -> None:
+    """The body of ``ingest`` (checks, then :func:`_ingest`) once its fork server runs."""
     if overrides is not None and not overrides.is_file():
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
@@ -249,7 +268,7 @@ def ingest(
     _ingest(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
             dask_address=dask_address,
             workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
-            host_from_path=host_from_path, json_fields=fields)
+            host_from_path=host_from_path, json_fields=fields, fork_server=server)
 
 def _source_options(command: str, json_fields: str | None,
                     host_from_path: str | None) -> tuple[tuple[str, str], ...]:

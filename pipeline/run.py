@@ -4,9 +4,11 @@
 
 Runs on the local DirectRunner by default (in-process for a small corpus, Beam's
 multi-process mode on every core for a large one: :mod:`faultline.pipeline.workers`;
-``--workers N`` to choose) and on any other runner through ``--runner`` / ``--beam-opt``,
-which pass through to Beam's PipelineOptions untouched. The default never tries
-Beam's Prism runner, which recent releases download from the internet at run time.
+``--workers N`` to choose; the worker processes are forked from a server that has
+imported Beam already, :mod:`faultline.pipeline.forkserver`) and on any other runner
+through ``--runner`` / ``--beam-opt``, which pass through to Beam's PipelineOptions
+untouched. The default never tries Beam's Prism runner, which recent releases
+download from the internet at run time.
 ``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
 (:mod:`faultline.pipeline.dask_run`: Beam's DaskRunner cannot run ``ReadFromText``).
 """
@@ -17,6 +19,7 @@ import contextlib
 import fcntl
 import gc
 import json
+import logging
 import os
 import sys
 import threading
@@ -33,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import beamopts, dask_run, ingest_state, resume_plan
+from faultline.pipeline import beamopts, dask_run, forkserver, ingest_state, resume_plan
 from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.prepass import corpus_facts
@@ -41,7 +44,7 @@ from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
 from faultline.pipeline.tzevidence import decide_zone
-from faultline.pipeline.workers import corpus_weight
+from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
 
@@ -126,25 +129,37 @@ def beam_flags(beam_opts: list[str]) -> list[str]:
     return [o if o.startswith("--") else f"--{o}" for o in beam_opts]
 
 
-def beam_options(runner: str, workers: int, beam_opts: list[str]) -> tuple[object, PipelineOptions]:
-    """The runner to use and Beam's options, from faultline's flags."""
+def beam_options(runner: str, workers: int, beam_opts: list[str],
+                 worker_command: str | None = None) -> tuple[object, PipelineOptions]:
+    """The runner to use and Beam's options, from faultline's flags.
+
+    ``worker_command`` (a fork server's client, :mod:`faultline.pipeline.forkserver`)
+    replaces Beam's stock worker command in multi-process mode: the FnApiRunner is
+    given it as its default environment, and ``direct_running_mode`` is left unset,
+    since ``multi_processing`` would replace that environment with the stock command
+    (``FnApiRunner.run_pipeline``); ``direct_num_workers`` still sets the worker count."""
     flags = beam_flags(beam_opts)
     if workers > 1:
-        flags += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}",
-                  "--default_sdk_harness_log_level=ERROR"]
+        flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
+        if worker_command is None:
+            flags.append("--direct_running_mode=multi_processing")
     options = PipelineOptions(flags)
-    if runner in ("DirectRunner", "direct", "FnApiRunner"):
+    if runner in LOCAL_RUNNERS:
         # The FnApiRunner is what DirectRunner runs batch pipelines on once it has
         # given up on Prism; naming it skips the Prism download attempt. Like
         # DirectRunner, hand it the options so multi-process workers see them too.
         from apache_beam.portability.api import beam_provision_api_pb2
         from apache_beam.runners.portability.fn_api_runner import fn_runner
         from apache_beam.runners.portability.portable_runner import JobServiceHandle
+        from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = fn_runner.ExtendedProvisionInfo(
             beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        return fn_runner.FnApiRunner(provision_info=info), options
+        environment = (SubprocessSDKEnvironment.from_command_string(worker_command)
+                       if workers > 1 and worker_command else None)
+        return fn_runner.FnApiRunner(default_environment=environment,
+                                     provision_info=info), options
     return runner, options
 
 
@@ -196,7 +211,8 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
            rules: tuple[str, ...] = (),
            on_phase: Callable[[str], None] | None = None,
            host_from_path: str | None = None,
-           json_fields: tuple[tuple[str, str], ...] = ()) -> IngestSummary:
+           json_fields: tuple[tuple[str, str], ...] = (),
+           fork_server: forkserver.ForkServer | None = None) -> IngestSummary:
     """Read new and changed files into ``db``, then rebuild the interruptions.
 
     Files already stored with the same size, mtime and parse settings are not read
@@ -221,6 +237,11 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
     (``s3_endpoint_url=...``). ``runner`` ``dask`` parses on the Dask cluster whose
     scheduler ``dask_address`` names (:mod:`faultline.pipeline.dask_run`); it is
     reached, or the run fails, before any file is read.
+
+    ``fork_server`` (started by the caller as early as it can, so that it imports while
+    discovery runs) forks the workers of a multi-process parse; the run stops it once
+    the parse is done or turned out to need one worker. Without it a multi-process
+    parse starts its own (:mod:`faultline.pipeline.forkserver`).
     """
     from faultline.classifiers import interruptions  # the classifiers load models: lazily
     from faultline.classifiers import overrides as ov
@@ -307,12 +328,16 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                     _parse_on_dask(todo, staging, settings, flags, batch_size,
                                    dask_workers, progress)
                 else:
-                    _parse(todo, staging, settings, runner,
-                           resolve_workers(workers, runner, todo),
-                           beam_opts or [], batch_size, progress)
+                    n_workers = resolve_workers(workers, runner, todo)
+                    if n_workers <= 1 and fork_server is not None:
+                        fork_server.stop()  # its imports would only take the other core
+                    _parse(todo, staging, settings, runner, n_workers,
+                           beam_opts or [], batch_size, progress, fork_server)
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))
+            if fork_server is not None:
+                fork_server.stop()  # before the load, where the driver's memory peaks
             if progress is not None:
                 progress(len(todo), len(todo))
             phases["parse"] = time.perf_counter() - t0 - sum(phases.values())
@@ -477,21 +502,63 @@ def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[
 
 def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: str,
            workers: int, beam_opts: list[str], batch_size: int,
-           progress: Callable[[int, int], None] | None) -> None:
+           progress: Callable[[int, int], None] | None,
+           fork_server: forkserver.ForkServer | None = None) -> None:
     """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
     listing = staging.write_listing(spread(list(paths)))
-    run_runner, options = beam_options(runner, workers, beam_opts)
     done = _watch(staging.local, len(paths), progress)
     try:
-        with _beam_output_to(staging.local / BEAM_LOG), \
-                beam.Pipeline(runner=run_runner, options=options) as p:
-            build_pipeline(p, listing, settings, staging.uri, batch_size)
+        with _worker_command(runner, workers, beam_opts, fork_server) as command, \
+                _beam_output_to(staging.local / BEAM_LOG), _quiet_parallelism_warning():
+            run_runner, options = beam_options(runner, workers, beam_opts, command)
+            with beam.Pipeline(runner=run_runner, options=options) as p:
+                build_pipeline(p, listing, settings, staging.uri, batch_size)
     except Exception as exc:
         if _is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
             raise KeyboardInterrupt from exc
         raise
     finally:
         done.set()
+
+
+@contextlib.contextmanager
+def _worker_command(runner: str, workers: int, beam_opts: list[str],
+                    given: forkserver.ForkServer | None) -> Iterator[str | None]:
+    """The fork server's worker command for a multi-process run (``given``'s if it is
+    still running, else a server started here and stopped after the pipeline), or None:
+    one worker, another runner, or no server to be had (Beam's stock workers)."""
+    if not forkserver.wanted(runner, workers, beam_opts):
+        yield None
+        return
+    if given is not None and given.alive():
+        yield given.command()
+        return
+    own = forkserver.ForkServer.start()
+    if own is None:
+        yield None
+        return
+    with own:
+        yield own.command()
+
+
+class _NoParallelismWarning(logging.Filter):
+    """Drops the FnApiRunner's warning that ``direct_num_workers`` > 1 wants
+    ``direct_running_mode=multi_processing``: with a fork server's environment the
+    workers are separate processes all the same."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "direct_running_mode" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_parallelism_warning() -> Iterator[None]:
+    logger = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
+    quiet = _NoParallelismWarning()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,

@@ -14,6 +14,20 @@ jobs keeping both cores busy (load average 3-4), two workers lost at every size 
 810 MB (by 3-15%): a second process only pays with a free core. The threshold is the
 smallest size at which two workers were measured to win.
 
+Re-measured (session 6) once the workers were forked from a server that has imported
+Beam already (:mod:`faultline.pipeline.forkserver`): two workers still lost at 5, 50
+and 100 MB (sample 4.1-4.7 s against 2.5-2.8 s; 100 MB 7.3 s against 5.3 s at load
+2) and won at 200 MB only with a free core (7.3 s against 8.2 s at load 3; 14.6 s
+against 12.3 s at load 11). The multi-process mode's remaining fixed cost (Beam's
+gRPC harness, polars and the parsers imported in each worker, a server that has not
+finished importing when a small corpus's discovery is already done) is still about
+1.5-2 s, so the threshold stays where it was.
+
+:func:`likely` makes the same decision from the file sizes under the corpus roots
+before discovery: ``ingest`` starts its fork server only when a run will most likely
+use more than one worker (one started for a one-worker run cost that run about
+0.8 CPU s).
+
 The size is the bytes the run must read, gzip files counted :data:`GZ_FACTOR` times
 (their text is several times their size: 6.6 times on the simulator's job logs). The
 sum stops at the threshold, so a large corpus is not stat-ed to the end.
@@ -22,7 +36,7 @@ sum stops at the threshold, so a large corpus is not stat-ed to the end.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 LOCAL_RUNNERS = ("DirectRunner", "direct", "FnApiRunner")  # where --workers means processes
 PARALLEL_BYTES = 200_000_000  # measured, bench/workers.py (see module doc)
@@ -68,6 +82,30 @@ def default_workers(paths: Iterable[str | list[str]], threshold: int | None = No
     if cores <= 1:
         return 1
     return cores if corpus_weight(paths, limit=threshold) >= threshold else 1
+
+
+def walk(roots: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
+    """Every file under local ``roots`` (URIs skipped), lazily: a first guess at the
+    corpus, before discovery has decided which files are logs."""
+    for root in roots:
+        root = os.fspath(root)
+        if "://" in root:
+            continue
+        if not os.path.isdir(root):  # noqa: PTH112 (str paths, as corpus_weight's)
+            yield root
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                yield os.path.join(dirpath, name)  # noqa: PTH118
+
+
+def likely(workers: int | None, roots: Iterable[str | os.PathLike[str]]) -> int:
+    """The worker count a local run on ``roots`` will most likely resolve to, known
+    before discovery (``ingest`` decides whether to start its fork server from it):
+    ``workers`` if given, else :func:`default_workers` of every file under the roots,
+    which weigh at least what discovery keeps of them. Summing stops at the threshold,
+    so a large corpus costs a few thousand ``stat`` calls."""
+    return workers if workers is not None else default_workers(walk(roots))
 
 
 def resolve(workers: int | None, runner: str, paths: Iterable[str | list[str]]) -> int:

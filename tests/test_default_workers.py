@@ -77,3 +77,26 @@ def test_ingest_without_workers_flag_parses_the_sample_in_process(tmp_path, repo
     assert workers.default_workers([str(p) for p in (repo_root / "fixtures" / "sample"
                                                      / "corpus").rglob("*")
                                     if p.is_file()], cores=2) == 1
+
+
+def test_the_guess_before_discovery_weighs_every_file_under_the_roots(tmp_path,
+                                                                      monkeypatch):
+    """``likely``: what ingest starts its fork server on, before discovery. A file
+    discovery would pass over still weighs (the guess may only be too high), a URI
+    weighs nothing (as in corpus_weight), ``--workers`` is taken as given."""
+    monkeypatch.setattr(workers, "PARALLEL_BYTES", 1000)
+    monkeypatch.setattr(workers, "cpus", lambda: 2)
+    (tmp_path / "host" / "sub").mkdir(parents=True)
+    _file(tmp_path / "host" / "kern.log", 600)
+    _file(tmp_path / "host" / "sub" / "notes.bin", 500)
+    alone = _file(tmp_path / "alone.log", 300)
+    cases = [
+        ([tmp_path / "host"], None, 2),  # 600 + 500 under a directory, nested
+        ([tmp_path / "host" / "kern.log"], None, 1),  # a file named alone
+        ([tmp_path / "host" / "kern.log", alone], None, 1),  # 900
+        ([tmp_path / "host" / "kern.log", alone, "s3://bucket/logs"], None, 1),
+        ([tmp_path / "host"], 1, 1),
+        ([alone], 3, 3),
+    ]
+    for roots, given, expected in cases:
+        assert workers.likely(given, roots) == expected, (roots, given)

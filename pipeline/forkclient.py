@@ -1,0 +1,98 @@
+"""The Beam worker command when a fork server runs: ask it for a worker, relay its exit.
+
+Beam's multi-process mode runs its worker command through ``sh -c`` once per worker
+(``SubprocessSdkWorker.run``) with the worker's settings in the environment
+(CONTROL_API_SERVICE_DESCRIPTOR, LOGGING_API_SERVICE_DESCRIPTOR, PIPELINE_OPTIONS,
+WORKER_ID), waits for it and fails the run on a non-zero exit. This script stands in
+for ``python -m apache_beam.runners.worker.sdk_worker_main``: it sends its environment,
+working directory and stdio to the fork server of :mod:`faultline.pipeline.forkserver`,
+which forks a worker that already has Beam imported, and exits as that worker exits.
+
+It is run by path with ``python -I -S`` and imports the standard library only, so it
+starts in milliseconds: the point of the server is not to import Beam per worker. If
+the server cannot be reached or does not answer, it becomes Beam's stock worker
+(``exec``), so a run without a server is slower, never different.
+
+Protocol (one connection per worker, on the server's Unix socket): the client sends one
+frame, a 4-byte big-endian length and a JSON object ``{"token", "env", "cwd"}``, with
+its file descriptors 0, 1, 2 attached (``SCM_RIGHTS``); the server answers
+``pid <n>\\n`` once forked and ``exit <code>\\n`` when the worker has ended. The token
+is read from a file only this user can read, next to the socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from typing import BinaryIO
+
+STOCK_WORKER = ("-m", "apache_beam.runners.worker.sdk_worker_main")
+SOCKET, TOKEN = "sock", "token"  # names inside the server's directory
+CONNECT_TIMEOUT_S = 60.0  # the server may still be importing Beam: waiting beats a cold start
+
+
+def stock_worker() -> None:
+    """Become Beam's own worker process (the same command Beam would have run)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *STOCK_WORKER])  # noqa: S606 (no shell wanted)
+
+
+def ask(directory: str) -> tuple[socket.socket, BinaryIO] | None:
+    """The connection and its replies, with the request sent and the fork confirmed
+    (its pid read), or None when there is no server to ask."""
+    try:
+        with open(os.path.join(directory, TOKEN)) as f:  # noqa: PTH118, PTH123 (stdlib only, fast)
+            token = f.read().strip()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(os.path.join(directory, SOCKET))  # noqa: PTH118
+        body = json.dumps({"token": token, "env": dict(os.environ),
+                           "cwd": os.getcwd()}).encode()  # noqa: PTH109
+        socket.send_fds(sock, [struct.pack(">I", len(body)) + body], [0, 1, 2])
+        replies = sock.makefile("rb")  # one reader: "exit" may come right after "pid"
+        reply = replies.readline()
+    except OSError:
+        return None
+    if not reply.startswith(b"pid "):
+        sock.close()
+        return None
+    sock.settimeout(None)  # the worker runs as long as the pipeline needs
+    pid = int(reply.split()[1])
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
+    # Ctrl-C reaches the worker itself (the same process group, as a stock worker);
+    # passing it on as well would interrupt the worker's own handling of it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return sock, replies
+
+
+def _forward(pid: int, signum: int) -> None:
+    """A signal to this stand-in goes to the worker it stands for."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def main(argv: list[str]) -> int:
+    asked = ask(argv[1]) if len(argv) > 1 else None
+    if asked is None:
+        stock_worker()
+        return 1  # not reached: exec replaced this process
+    sock, replies = asked
+    with sock, replies:  # a forwarded signal does not interrupt the wait (PEP 475)
+        try:
+            line = replies.readline()
+        except OSError:
+            line = b""
+    if not line.startswith(b"exit "):
+        return 1  # the server went away; it took the worker with it
+    return int(line.split()[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,255 @@
+"""The fork server of Beam's workers (``pipeline/forkserver.py``): it forks only with
+one thread, its workers write the tables stock workers write, its clients fall back to
+stock workers when it cannot serve them, it forks for no one else, and nothing of it
+outlives the run: after success, a failing transform, Ctrl-C, or ``kill -9`` of the
+driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apache_beam as beam
+import duckdb
+import pytest
+
+from faultline.cli import PAUSE_ENV
+from faultline.pipeline import forkclient, forkserver
+from faultline.pipeline import workers as workers_module
+from faultline.pipeline.run import beam_options, ingest
+
+pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="Linux fork server")
+
+READY_S = 120  # importing Beam on a loaded 2-core machine
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie (an orphan the container's init does not reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pids: list[int], timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while not all(_gone(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _transforms() -> tuple:
+    """The test pipeline's functions, made here: Beam pickles functions of a module by
+    reference, and a worker cannot import the test module; these it gets by value."""
+
+    def record_pid(x: int, out: str) -> int:
+        (Path(out) / str(os.getpid())).touch()
+        return x
+
+    def fail_on_seven(x: int) -> int:
+        if x == 7:
+            raise ValueError("a transform that fails")
+        return x
+
+    return record_pid, fail_on_seven
+
+
+def _worker_pids(command: str | None, out: Path, *steps: object) -> set[int]:
+    """Run a small two-worker pipeline with ``command`` as the worker command; the pids
+    of the processes that ran its elements."""
+    out.mkdir(exist_ok=True)
+    runner, options = beam_options("FnApiRunner", 2, [], command)
+    with beam.Pipeline(runner=runner, options=options) as p:
+        pc = p | beam.Create(list(range(32))) | beam.Reshuffle()
+        for step in steps:
+            pc = pc | step
+        _ = pc | beam.Map(_transforms()[0], str(out))
+    return {int(f.name) for f in out.iterdir()}
+
+
+@pytest.fixture
+def server():
+    s = forkserver.ForkServer.start()
+    assert s is not None
+    yield s
+    s.stop()
+
+
+def test_the_server_forks_with_one_thread(server):
+    assert server.ready(READY_S), server.log()
+    assert len(os.listdir(f"/proc/{server.process.pid}/task")) == 1
+
+
+def test_a_server_whose_imports_start_threads_does_not_fork(tmp_path):
+    """The guard is real: polars starts threads when a parser module is imported, and
+    such a server exits instead of forking; its clients start stock workers."""
+    s = forkserver.ForkServer.start(
+        preload=("faultline.pipeline.parsers.kernel_messages",))
+    assert s is not None
+    with s:
+        assert not s.ready(READY_S)
+        assert s.process.wait(READY_S) == 1
+        assert "threads after importing, not forking" in s.log()
+        assert _worker_pids(s.command(), tmp_path / "pids")
+        assert s.forked() == []
+
+
+def test_workers_are_forked_and_write_the_tables_of_one_worker(server, repo_root, tmp_path):
+    corpus = repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
+    dumps = []
+    for workers, given in ((1, None), (2, server)):
+        db = tmp_path / f"w{workers}.duckdb"
+        ingest([corpus], db, workers=workers, fork_server=given)
+        with duckdb.connect(str(db), read_only=True) as con:
+            dumps.append({t: sorted(map(str, con.execute(f"SELECT * FROM {t}").fetchall()))
+                          for t in ("files", "events", "rejects", "interruptions")})
+    assert dumps[0]["events"]
+    assert dumps[1] == dumps[0]
+    assert len(server.forked()) == 2  # both workers forked, not stock ones
+    assert not server.alive()  # the run stopped it after the parse
+
+
+def _kill(s: forkserver.ForkServer) -> None:
+    s.process.kill()  # leaves its socket file behind: connections are refused
+    s.process.wait()
+
+
+def _no_socket(s: forkserver.ForkServer) -> None:
+    s.stop()
+    s.directory.mkdir()
+    (s.directory / forkclient.TOKEN).write_text("token")
+
+
+def _other_token(s: forkserver.ForkServer) -> None:
+    (s.directory / forkclient.TOKEN).write_text("not the server's token")
+
+
+@pytest.mark.parametrize("break_it", [_kill, _no_socket, _other_token])
+def test_clients_fall_back_to_stock_workers(server, break_it, tmp_path):
+    assert server.ready(READY_S)
+    break_it(server)
+    pids = _worker_pids(server.command(), tmp_path / "pids")
+    assert pids and not pids & set(server.forked())
+    assert server.forked() == []
+
+
+def _request(token: str, fds: bool = True, body: bytes | None = None) -> bytes:
+    return body if body is not None else json.dumps(
+        {"token": token, "env": {}, "cwd": "/"}).encode()
+
+
+@pytest.mark.parametrize(("token", "fds", "body"), [
+    ("not this run's", True, None),  # another run's client
+    (None, False, None),  # the right token, but no stdio attached
+    (None, True, b"{not json"),
+])
+def test_a_connection_not_from_this_run_gets_no_worker(server, token, fds, body, tmp_path):
+    assert server.ready(READY_S)
+    real = (server.directory / forkclient.TOKEN).read_text()
+    body = _request(token or real, fds, body)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(30)
+        c.connect(str(server.directory / forkclient.SOCKET))
+        frame = [struct.pack(">I", len(body)) + body]
+        if fds:
+            socket.send_fds(c, frame, [0, 1, 2])
+        else:
+            c.sendall(frame[0])
+        assert c.recv(100) == b""  # closed, no "pid"
+    assert server.forked() == [] and server.alive()
+    pids = _worker_pids(server.command(), tmp_path / "pids")  # this run's clients still are
+    assert pids and pids <= set(server.forked())
+
+
+def test_nothing_outlives_a_failing_transform(server, tmp_path):
+    assert server.ready(READY_S)
+    with pytest.raises(Exception, match="a transform that fails"):
+        _worker_pids(server.command(), tmp_path / "pids", beam.Map(_transforms()[1]))
+    forked = server.forked()
+    assert forked
+    server.stop()
+    assert server.process.returncode == 0
+    assert _wait_gone(forked)
+    assert not server.directory.exists()
+
+
+DRIVER = """
+import sys, time
+from faultline.pipeline import forkserver
+s = forkserver.ForkServer.start()
+assert s.ready(120)
+print(s.process.pid, s.directory, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_server_exits_when_its_driver_is_killed():
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert driver.stdout is not None
+        pid, directory = driver.stdout.readline().split()
+        driver.kill()
+        driver.wait()
+        assert _wait_gone([int(pid)])
+        assert not Path(directory).exists()
+    finally:
+        driver.kill()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for t in os.listdir(f"/proc/{pid}/task")
+            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+
+
+def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
+    corpus = repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultline", "ingest", str(corpus), "--db",
+         str(tmp_path / "x.duckdb"), "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, **{PAUSE_ENV: "discover"}))
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().strip() == "faultline: paused at discover"
+        servers = _children(proc.pid)
+        assert servers  # started before the driver's imports
+        proc.send_signal(signal.SIGINT)
+        proc.stderr.read()
+        assert proc.wait(timeout=120) == 130
+        assert _wait_gone(servers)
+    finally:
+        proc.kill()
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("runner", "workers", "beam_opts", "expected"), [
+    ("DirectRunner", 2, [], True),
+    ("FnApiRunner", 4, [], True),
+    ("DirectRunner", 1, [], False),  # in-process: no worker to fork
+    ("DirectRunner", 2, ["direct_running_mode=multi_threading"], False),  # Beam's choice
+    ("DirectRunner", 2, ["--direct_running_mode=multi_processing"], False),
+    ("DataflowRunner", 2, [], False),
+    ("dask", None, [], False),
+])
+def test_which_runs_want_a_fork_server(runner, workers, beam_opts, expected):
+    assert forkserver.wanted(runner, workers, beam_opts) is expected
+
+
+def test_by_default_a_small_corpus_starts_no_server(repo_root, monkeypatch):
+    """The sample is one worker's: ingest does not start a server for it (one that
+    would be stopped unused costs about 0.8 CPU s); a corpus past the threshold does."""
+    sample = repo_root / "fixtures" / "sample" / "corpus"
+    monkeypatch.setattr(workers_module, "cpus", lambda: 2)
+    assert not forkserver.wanted("DirectRunner", None, [], [sample])
+    monkeypatch.setattr(workers_module, "PARALLEL_BYTES", 1_000_000)
+    assert forkserver.wanted("DirectRunner", None, [], [sample])
