@@ -4,7 +4,7 @@
 a ``dask.distributed`` cluster the user started (``dask scheduler``, ``dask worker``),
 through Beam's own runner (``apache_beam.runners.dask.dask_runner``, Beam 2.77). That
 runner translates a pipeline into a Dask bag, and it does not run everything the
-local graph (:func:`faultline.pipeline.run.build_pipeline`) uses (Beam 2.77, read in
+local graph (:func:`faultline.pipeline.beamrun.build_pipeline`) uses (Beam 2.77, read in
 ``apache_beam/runners/dask/``):
 
 - ``beam.io.Read`` becomes a no-op, so ``ReadFromText`` (the listing file) gives the

@@ -11,6 +11,7 @@ untouched. The default never tries Beam's Prism runner, which recent releases
 download from the internet at run time.
 ``--runner dask`` runs the parse step on a Dask cluster through a graph of its own
 (:mod:`faultline.pipeline.dask_run`: Beam's DaskRunner cannot run ``ReadFromText``).
+How the parse step is run on each is :mod:`faultline.pipeline.beamrun`'s.
 """
 
 from __future__ import annotations
@@ -18,17 +19,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
-import json
-import logging
 import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import apache_beam as beam
 import duckdb
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
@@ -36,15 +32,23 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
-from faultline.pipeline import beamopts, dask_run, forkserver, ingest_state, resume_plan
+from faultline.pipeline import (
+    beamopts,
+    beamrun,
+    dask_run,
+    forkserver,
+    ingest_state,
+    resume_plan,
+)
+from faultline.pipeline.beamrun import Listing
 from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.prepass import corpus_facts
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
-from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
+from faultline.pipeline.transforms import BATCH_SIZE
 from faultline.pipeline.tzevidence import decide_zone
-from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight
+from faultline.pipeline.workers import corpus_weight
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
 
@@ -122,45 +126,6 @@ class IngestSummary:
                 if self.rebuilt_run is not None
                 else f"interruptions: {self.interruptions} in all runs")
         return f"{head} ({runs or 'none'}); faultline report shows one run (--run NAME)"
-
-
-def beam_flags(beam_opts: list[str]) -> list[str]:
-    """``--beam-opt`` values as Beam's command-line flags (the leading ``--`` optional)."""
-    return [o if o.startswith("--") else f"--{o}" for o in beam_opts]
-
-
-def beam_options(runner: str, workers: int, beam_opts: list[str],
-                 worker_command: str | None = None) -> tuple[object, PipelineOptions]:
-    """The runner to use and Beam's options, from faultline's flags.
-
-    ``worker_command`` (a fork server's client, :mod:`faultline.pipeline.forkserver`)
-    replaces Beam's stock worker command in multi-process mode: the FnApiRunner is
-    given it as its default environment, and ``direct_running_mode`` is left unset,
-    since ``multi_processing`` would replace that environment with the stock command
-    (``FnApiRunner.run_pipeline``); ``direct_num_workers`` still sets the worker count."""
-    flags = beam_flags(beam_opts)
-    if workers > 1:
-        flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
-        if worker_command is None:
-            flags.append("--direct_running_mode=multi_processing")
-    options = PipelineOptions(flags)
-    if runner in LOCAL_RUNNERS:
-        # The FnApiRunner is what DirectRunner runs batch pipelines on once it has
-        # given up on Prism; naming it skips the Prism download attempt. Like
-        # DirectRunner, hand it the options so multi-process workers see them too.
-        from apache_beam.portability.api import beam_provision_api_pb2
-        from apache_beam.runners.portability.fn_api_runner import fn_runner
-        from apache_beam.runners.portability.portable_runner import JobServiceHandle
-        from apache_beam.transforms.environments import SubprocessSDKEnvironment
-
-        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-        info = fn_runner.ExtendedProvisionInfo(
-            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        environment = (SubprocessSDKEnvironment.from_command_string(worker_command)
-                       if workers > 1 and worker_command else None)
-        return fn_runner.FnApiRunner(default_environment=environment,
-                                     provision_info=info), options
-    return runner, options
 
 
 @contextlib.contextmanager
@@ -248,7 +213,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
 
     t0 = time.perf_counter()
     phase = on_phase or (lambda _name: None)
-    flags = beam_flags(beam_opts or [])
+    flags = beamrun.beam_flags(beam_opts or [])
     if any(isinstance(root, str) and "://" in root for root in corpus):
         FileSystems.set_options(PipelineOptions(flags))  # the driver lists and reads too
     corpus = [root if isinstance(root, str) and "://" in root else Path(root)
@@ -269,7 +234,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
     elif dask_address is not None:
         raise IngestError("--dask-address is for --runner dask")
     try:
-        beamopts.check(beam_flags(beam_opts or []))
+        beamopts.check(beamrun.beam_flags(beam_opts or []))
     except ValueError as exc:
         raise IngestError(str(exc)) from exc
     corrections = ov.read_csv(overrides) if overrides is not None else []  # fail fast
@@ -325,14 +290,17 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             if todo:
                 assert settings is not None
                 if dask_workers:
-                    _parse_on_dask(todo, staging, settings, flags, batch_size,
-                                   dask_workers, progress)
+                    try:
+                        beamrun.parse_on_dask(todo, staging, settings, flags, batch_size,
+                                              dask_workers, progress)
+                    except beamrun.ParseFailed as exc:
+                        raise IngestError(str(exc)) from exc
                 else:
                     n_workers = resolve_workers(workers, runner, todo)
                     if n_workers <= 1 and fork_server is not None:
                         fork_server.stop()  # its imports would only take the other core
-                    _parse(todo, staging, settings, runner, n_workers,
-                           beam_opts or [], batch_size, progress, fork_server)
+                    beamrun.parse(todo, staging, settings, runner, n_workers,
+                                  beam_opts or [], batch_size, progress, fork_server)
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))
@@ -482,7 +450,6 @@ def _created_only_on_success(db: Path) -> Iterator[None]:
 
 
 # paths to read, [path, reason] for paths not to, {"path", "resume"} for grown files
-Listing = list[str | list[str] | dict]
 
 
 def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[str, str]],
@@ -500,86 +467,6 @@ def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[
         [p, why] for p, why in sorted(skipped) if (p, why) not in recorded]
 
 
-def _parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: str,
-           workers: int, beam_opts: list[str], batch_size: int,
-           progress: Callable[[int, int], None] | None,
-           fork_server: forkserver.ForkServer | None = None) -> None:
-    """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
-    listing = staging.write_listing(spread(list(paths)))
-    done = _watch(staging.local, len(paths), progress)
-    try:
-        with _worker_command(runner, workers, beam_opts, fork_server) as command, \
-                _beam_output_to(staging.local / BEAM_LOG), _quiet_parallelism_warning():
-            run_runner, options = beam_options(runner, workers, beam_opts, command)
-            with beam.Pipeline(runner=run_runner, options=options) as p:
-                build_pipeline(p, listing, settings, staging.uri, batch_size)
-    except Exception as exc:
-        if _is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
-            raise KeyboardInterrupt from exc
-        raise
-    finally:
-        done.set()
-
-
-@contextlib.contextmanager
-def _worker_command(runner: str, workers: int, beam_opts: list[str],
-                    given: forkserver.ForkServer | None) -> Iterator[str | None]:
-    """The fork server's worker command for a multi-process run (``given``'s if it is
-    still running, else a server started here and stopped after the pipeline), or None:
-    one worker, another runner, or no server to be had (Beam's stock workers)."""
-    if not forkserver.wanted(runner, workers, beam_opts):
-        yield None
-        return
-    if given is not None and given.alive():
-        yield given.command()
-        return
-    own = forkserver.ForkServer.start()
-    if own is None:
-        yield None
-        return
-    with own:
-        yield own.command()
-
-
-class _NoParallelismWarning(logging.Filter):
-    """Drops the FnApiRunner's warning that ``direct_num_workers`` > 1 wants
-    ``direct_running_mode=multi_processing``: with a fork server's environment the
-    workers are separate processes all the same."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "direct_running_mode" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def _quiet_parallelism_warning() -> Iterator[None]:
-    logger = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
-    quiet = _NoParallelismWarning()
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
-
-
-def _parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
-                   flags: list[str], batch_size: int, workers: int,
-                   progress: Callable[[int, int], None] | None) -> None:
-    """:func:`_parse` on a Dask cluster (:func:`faultline.pipeline.dask_run.run`)."""
-    staging.local.mkdir(parents=True, exist_ok=True)
-    done = _watch(staging.local, len(paths), progress)
-    try:
-        with _beam_output_to(staging.local / BEAM_LOG):
-            dask_run.run(paths, settings, staging.uri, flags, batch_size, workers)
-    except dask_run.DaskUnavailable as exc:
-        raise IngestError(str(exc)) from exc
-    except Exception as exc:
-        if _is_interrupt(exc):
-            raise KeyboardInterrupt from exc
-        raise IngestError(f"the Dask run failed: {dask_run.describe(exc)}") from exc
-    finally:
-        done.set()
-
-
 def _exists(root: Path | str) -> bool:
     """A local path that exists, or a URI with at least one object at or under it."""
     if isinstance(root, Path):
@@ -588,71 +475,6 @@ def _exists(root: Path | str) -> bool:
         return bool(discover_uri(root))
     except (BeamIOError, ValueError) as exc:
         raise IngestError(f"{root}: cannot list it: {str(exc).splitlines()[0]}") from exc
-
-
-BEAM_LOG = "beam.log"
-BEAM_LOG_TAIL = 40  # lines of it shown when the pipeline fails
-
-
-@contextlib.contextmanager
-def _beam_output_to(log: Path) -> Iterator[None]:
-    """Keep Beam's own output off the terminal while the pipeline runs.
-
-    Beam logs what a user has no use for (worker processes announce "Logging handler
-    created", warn "apitools not found" at import, and log every failed bundle with a
-    traceback before the runner raises it). Worker processes inherit file descriptor
-    2, so it is pointed at ``log`` for the pipeline's duration, and ``sys.stderr``
-    (faultline's progress bar and messages) at a copy of the terminal. If the pipeline
-    fails for another reason than Ctrl-C, the log's last lines are shown after all."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    previous = sys.stderr
-    with log.open("ab") as sink:
-        os.dup2(sink.fileno(), 2)
-        sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1,
-                               encoding=previous.encoding or "utf-8", errors="replace")
-        failed = False
-        try:
-            yield
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            failed = not _is_interrupt(exc)
-            raise
-        finally:
-            sys.stderr.flush()
-            sys.stderr = previous
-            os.dup2(terminal, 2)
-            os.close(terminal)
-            if failed:
-                tail = log.read_text(errors="replace").splitlines()[-BEAM_LOG_TAIL:]
-                if tail:
-                    print("\n".join(tail), file=sys.stderr)
-
-
-def _is_interrupt(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Ctrl-C that Beam wrapped: the in-process runner re-raises
-    an exception from a transform as ``RuntimeError("KeyboardInterrupt [while running
-    'Step']")``, chained to the original when it can."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, shards: str,
-                   batch_size: int = BATCH_SIZE) -> beam.PCollection[str]:
-    """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
-    in it refers to the driver's memory or files except through ``listing`` and
-    ``shards``, which is what lets a cluster runner execute it."""
-    return (p
-            | "ReadPaths" >> beam.io.ReadFromText(listing)
-            | "Decode" >> beam.Map(json.loads)
-            | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
 
 
 def _summary(con, seconds: float) -> IngestSummary:
@@ -668,22 +490,3 @@ def _summary(con, seconds: float) -> IngestSummary:
     by_run = runs.interruption_counts(con)
     return IngestSummary(files, int(lines), events, rejects, sum(n for _r, n in by_run),
                          seconds, 0, problems=problems, skewed_clocks=skewed, by_run=by_run)
-
-
-def _watch(staging: Path, total: int, progress: Callable[[int, int], None] | None
-           ) -> threading.Event:
-    """Report files parsed so far from the shard names (``...-n<rows>.parquet``)."""
-    stop = threading.Event()
-    if progress is None:
-        return stop
-
-    def loop() -> None:
-        while not stop.wait(0.5):
-            done = 0
-            with contextlib.suppress(FileNotFoundError):
-                for shard in (staging / "files").iterdir():
-                    done += int(shard.name.rsplit("-n", 1)[1].split(".")[0])
-            progress(done, total)
-
-    threading.Thread(target=loop, daemon=True).start()
-    return stop

@@ -10,7 +10,7 @@ import gzip
 
 import pytest
 
-from faultline.pipeline import run, workers
+from faultline.pipeline import beamrun, run, workers
 
 
 def _file(path, size: int, gz: bool = False):
@@ -65,13 +65,13 @@ def test_ingest_without_workers_flag_parses_the_sample_in_process(tmp_path, repo
                                                                   monkeypatch):
     """The bundled sample (4.7 MB) is far below the crossover: one worker, in-process."""
     used = []
-    real = run._parse
+    real = beamrun.parse
 
     def spy(paths, staging, settings, runner, n, *rest):
         used.append(n)
         return real(paths, staging, settings, runner, n, *rest)
 
-    monkeypatch.setattr(run, "_parse", spy)
+    monkeypatch.setattr(beamrun, "parse", spy)
     run.ingest([repo_root / "fixtures" / "sample" / "corpus"], tmp_path / "x.duckdb")
     assert used == [1]
     assert workers.default_workers([str(p) for p in (repo_root / "fixtures" / "sample"

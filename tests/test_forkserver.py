@@ -23,7 +23,8 @@ import pytest
 from faultline.cli import PAUSE_ENV
 from faultline.pipeline import forkclient, forkserver
 from faultline.pipeline import workers as workers_module
-from faultline.pipeline.run import beam_options, ingest
+from faultline.pipeline.beamrun import beam_options
+from faultline.pipeline.run import ingest
 
 pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="Linux fork server")
 

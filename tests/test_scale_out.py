@@ -26,7 +26,8 @@ from apache_beam.options.pipeline_options import (
 )
 from snapshot import snapshot
 
-from faultline.pipeline.run import beam_options, build_pipeline, ingest
+from faultline.pipeline.beamrun import beam_options, build_pipeline
+from faultline.pipeline.run import ingest
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.transforms import ParseCorpus, ParseFiles, WriteShards

@@ -1,0 +1,241 @@
+"""Running the parse step: the Beam pipeline on the local runner (in-process, or on
+worker processes forked from :mod:`faultline.pipeline.forkserver`) or on any runner
+``--runner`` / ``--beam-opt`` name, and the Dask graph of :mod:`faultline.pipeline.dask_run`.
+
+Everything here is about Beam's options, processes and output; what to parse and what
+becomes of the shards is :mod:`faultline.pipeline.run`'s. Both parse functions write
+Parquet shards under ``staging.uri`` and nothing else, report progress from the shard
+names, keep Beam's own logging off the terminal (``beam.log`` in the staging dir, its
+tail shown when the pipeline fails) and turn a Ctrl-C that Beam wrapped back into
+``KeyboardInterrupt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from faultline.pipeline import dask_run, forkserver
+from faultline.pipeline.settings import IngestSettings
+from faultline.pipeline.staging import Staging
+from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
+from faultline.pipeline.workers import LOCAL_RUNNERS
+
+Listing = list[str | list[str] | dict]  # paths, [path, reason] and grown-file entries
+
+
+class ParseFailed(Exception):
+    """The parse step could not run (a Dask cluster that fails or cannot be reached):
+    the message says why, for the user."""
+
+
+def beam_flags(beam_opts: list[str]) -> list[str]:
+    """``--beam-opt`` values as Beam's command-line flags (the leading ``--`` optional)."""
+    return [o if o.startswith("--") else f"--{o}" for o in beam_opts]
+
+
+def beam_options(runner: str, workers: int, beam_opts: list[str],
+                 worker_command: str | None = None) -> tuple[object, PipelineOptions]:
+    """The runner to use and Beam's options, from faultline's flags.
+
+    ``worker_command`` (a fork server's client, :mod:`faultline.pipeline.forkserver`)
+    replaces Beam's stock worker command in multi-process mode: the FnApiRunner is
+    given it as its default environment, and ``direct_running_mode`` is left unset,
+    since ``multi_processing`` would replace that environment with the stock command
+    (``FnApiRunner.run_pipeline``); ``direct_num_workers`` still sets the worker count."""
+    flags = beam_flags(beam_opts)
+    if workers > 1:
+        flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
+        if worker_command is None:
+            flags.append("--direct_running_mode=multi_processing")
+    options = PipelineOptions(flags)
+    if runner in LOCAL_RUNNERS:
+        # The FnApiRunner is what DirectRunner runs batch pipelines on once it has
+        # given up on Prism; naming it skips the Prism download attempt. Like
+        # DirectRunner, hand it the options so multi-process workers see them too.
+        from apache_beam.portability.api import beam_provision_api_pb2
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+        from apache_beam.runners.portability.portable_runner import JobServiceHandle
+        from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+        info = fn_runner.ExtendedProvisionInfo(
+            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+        environment = (SubprocessSDKEnvironment.from_command_string(worker_command)
+                       if workers > 1 and worker_command else None)
+        return fn_runner.FnApiRunner(default_environment=environment,
+                                     provision_info=info), options
+    return runner, options
+
+
+def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: str,
+           workers: int, beam_opts: list[str], batch_size: int,
+           progress: Callable[[int, int], None] | None,
+           fork_server: forkserver.ForkServer | None = None) -> None:
+    """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
+    listing = staging.write_listing(spread(list(paths)))
+    done = _progress_from_shards(staging.local, len(paths), progress)
+    try:
+        with _worker_command(runner, workers, beam_opts, fork_server) as command, \
+                _beam_output_to(staging.local / BEAM_LOG), _quiet_parallelism_warning():
+            run_runner, options = beam_options(runner, workers, beam_opts, command)
+            with beam.Pipeline(runner=run_runner, options=options) as p:
+                build_pipeline(p, listing, settings, staging.uri, batch_size)
+    except Exception as exc:
+        if _is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
+            raise KeyboardInterrupt from exc
+        raise
+    finally:
+        done.set()
+
+
+@contextlib.contextmanager
+def _worker_command(runner: str, workers: int, beam_opts: list[str],
+                    given: forkserver.ForkServer | None) -> Iterator[str | None]:
+    """The fork server's worker command for a multi-process run (``given``'s if it is
+    still running, else a server started here and stopped after the pipeline), or None:
+    one worker, another runner, or no server to be had (Beam's stock workers)."""
+    if not forkserver.wanted(runner, workers, beam_opts):
+        yield None
+        return
+    if given is not None and given.alive():
+        yield given.command()
+        return
+    own = forkserver.ForkServer.start()
+    if own is None:
+        yield None
+        return
+    with own:
+        yield own.command()
+
+
+class _NoParallelismWarning(logging.Filter):
+    """Drops the FnApiRunner's warning that ``direct_num_workers`` > 1 wants
+    ``direct_running_mode=multi_processing``: with a fork server's environment the
+    workers are separate processes all the same."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "direct_running_mode" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_parallelism_warning() -> Iterator[None]:
+    logger = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
+    quiet = _NoParallelismWarning()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
+                   flags: list[str], batch_size: int, workers: int,
+                   progress: Callable[[int, int], None] | None) -> None:
+    """:func:`parse` on a Dask cluster (:func:`faultline.pipeline.dask_run.run`)."""
+    staging.local.mkdir(parents=True, exist_ok=True)
+    done = _progress_from_shards(staging.local, len(paths), progress)
+    try:
+        with _beam_output_to(staging.local / BEAM_LOG):
+            dask_run.run(paths, settings, staging.uri, flags, batch_size, workers)
+    except dask_run.DaskUnavailable as exc:
+        raise ParseFailed(str(exc)) from exc
+    except Exception as exc:
+        if _is_interrupt(exc):
+            raise KeyboardInterrupt from exc
+        raise ParseFailed(f"the Dask run failed: {dask_run.describe(exc)}") from exc
+    finally:
+        done.set()
+
+
+BEAM_LOG = "beam.log"
+BEAM_LOG_TAIL = 40  # lines of it shown when the pipeline fails
+
+
+@contextlib.contextmanager
+def _beam_output_to(log: Path) -> Iterator[None]:
+    """Keep Beam's own output off the terminal while the pipeline runs.
+
+    Beam logs what a user has no use for (worker processes announce "Logging handler
+    created", warn "apitools not found" at import, and log every failed bundle with a
+    traceback before the runner raises it). Worker processes inherit file descriptor
+    2, so it is pointed at ``log`` for the pipeline's duration, and ``sys.stderr``
+    (faultline's progress bar and messages) at a copy of the terminal. If the pipeline
+    fails for another reason than Ctrl-C, the log's last lines are shown after all."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    previous = sys.stderr
+    with log.open("ab") as sink:
+        os.dup2(sink.fileno(), 2)
+        sys.stderr = os.fdopen(os.dup(terminal), "w", buffering=1,
+                               encoding=previous.encoding or "utf-8", errors="replace")
+        failed = False
+        try:
+            yield
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            failed = not _is_interrupt(exc)
+            raise
+        finally:
+            sys.stderr.flush()
+            sys.stderr = previous
+            os.dup2(terminal, 2)
+            os.close(terminal)
+            if failed:
+                tail = log.read_text(errors="replace").splitlines()[-BEAM_LOG_TAIL:]
+                if tail:
+                    print("\n".join(tail), file=sys.stderr)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C that Beam wrapped: the in-process runner re-raises
+    an exception from a transform as ``RuntimeError("KeyboardInterrupt [while running
+    'Step']")``, chained to the original when it can."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, shards: str,
+                   batch_size: int = BATCH_SIZE) -> beam.PCollection[str]:
+    """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
+    in it refers to the driver's memory or files except through ``listing`` and
+    ``shards``, which is what lets a cluster runner execute it."""
+    return (p
+            | "ReadPaths" >> beam.io.ReadFromText(listing)
+            | "Decode" >> beam.Map(json.loads)
+            | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
+
+
+def _progress_from_shards(staging: Path, total: int, progress: Callable[[int, int], None] | None
+           ) -> threading.Event:
+    """Report files parsed so far from the shard names (``...-n<rows>.parquet``)."""
+    stop = threading.Event()
+    if progress is None:
+        return stop
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            done = 0
+            with contextlib.suppress(FileNotFoundError):
+                for shard in (staging / "files").iterdir():
+                    done += int(shard.name.rsplit("-n", 1)[1].split(".")[0])
+            progress(done, total)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return stop
