@@ -353,11 +353,18 @@ def _drop_listing(paths: list[str], todo: Listing | None) -> None:
     """Empty the corpus listing once the files are parsed: the load and the rebuild,
     where the driver's memory peaks, need none of it, and on ``llama3`` it is 950k
     path strings (about 100 MB of the driver's heap, returned before DuckDB and the
-    rebuild take theirs)."""
+    rebuild take theirs). A listing this large also pays for a full collection (the
+    Beam pipeline's object cycles go too); a small one would only pay its 0.1 s, the
+    walk over every object the imports made, for a few MB."""
+    large = len(paths) >= COLLECT_AFTER_PATHS
     paths.clear()
     if isinstance(todo, list):
         todo.clear()
-    gc.collect()  # the Beam pipeline's object cycles go too
+    if large:
+        gc.collect()
+
+
+COLLECT_AFTER_PATHS = 100_000  # listings at least this long are collected after the parse
 
 
 # Below this many bytes of corpus (corpus_weight) the load and the root causes run on
