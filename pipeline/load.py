@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from faultline.pipeline import hangs_load
+from faultline.pipeline import hangs_load, load_incoming
 from faultline.pipeline.bundles import SEP
 from faultline.pipeline.objstore import stat_uri
 from faultline.pipeline.parsers import hosts as hosts_parser
@@ -41,9 +41,15 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     added or replaced."""
     changed = _merge(con, staging)
     _mark_duplicates(con)
-    _resolve_hosts(con)
-    anchor_boots(con)
-    _map_gpus(con)
+    # the new events are inserted last, with the hosts and GPUs decided from stored and
+    # incoming rows: an UPDATE of rows inserted in this transaction would send them all
+    # to the write-ahead log (pipeline/load_incoming.py)
+    every = load_incoming.stage(con, _shards(staging, EVENTS.name))
+    _resolve_hosts(con, every)
+    _map_gpus(con, load_incoming.mapped(con))
+    load_incoming.insert(con)
+    load_incoming.drop(con)
+    anchor_boots(con)  # reads hosts and times only: the GPU mapping does not change it
     _rebuild_attempts(con)
     hangs_load.rebuild(con)
     return changed
@@ -51,13 +57,15 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
 
 def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     pattern = _shards(staging, "files")
+    con.execute("CREATE OR REPLACE TEMP TABLE changed (path VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
+                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
     if pattern is None:
+        con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM files LIMIT 0")
         return 0
     con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
                 [pattern])
     resumed = _shards(staging, "resumed")
-    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
-                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
     if resumed is not None:
         con.execute("INSERT INTO resumed SELECT path, restart, from_path "
                     "FROM read_parquet(?)", [resumed])
@@ -68,10 +76,10 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
                     f"FROM {t} x JOIN resumed r ON x.path = r.from_path")
     # Paths whose content and parse settings are unchanged keep their rows (a touched
     # file only gets its new mtime); grown files continued from a window keep their
-    # rows before it (_append); the rest are replaced.
+    # rows before it (_append); the rest are replaced. New events are inserted later
+    # (load_shards: load_incoming), the other tables' rows here.
     con.execute("""
-        CREATE OR REPLACE TEMP TABLE changed AS
-        SELECT n.path FROM new_files n
+        INSERT INTO changed SELECT n.path FROM new_files n
         LEFT JOIN files f ON f.path = n.path AND f.sha256 = n.sha256
                           AND f.parsed_with = n.parsed_with
         WHERE f.path IS NULL AND n.path NOT IN (SELECT path FROM resumed)
@@ -92,7 +100,7 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         name = quote_ident(t.name)
         con.execute(f"DELETE FROM {name} WHERE path IN (SELECT path FROM changed)")  # noqa: S608
         shard = _shards(staging, t.name)
-        if shard is None:
+        if shard is None or t is EVENTS:
             continue
         cols = ", ".join(quote_ident(c) for c in t.column_names)
         # identifiers come from schemas/; the shard path is a parameter
@@ -106,7 +114,9 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     """Grown files parsed from a window on (:mod:`faultline.pipeline.resume`): their
     stored rows before the window's restart line stay, under the file's new sha256
     (event ids carry its first 20 hex digits), the shards' rows follow them, and the
-    ``files`` row takes the whole file's counts, as one read of the whole file gives."""
+    ``files`` row takes the whole file's counts, as one read of the whole file gives
+    (counted over the stored rows and the shards' new ones, which load_shards inserts
+    later)."""
     n = con.execute("SELECT count(*) FROM resumed").fetchall()[0][0]
     if not n:
         return 0
@@ -124,7 +134,7 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     """)
     con.execute("UPDATE rejects SET sha256 = r.sha256 FROM resumed_sha r "
                 "WHERE rejects.path = r.path")
-    for t in (EVENTS, REJECTS, FILE_OFFSETS):
+    for t in (REJECTS, FILE_OFFSETS):
         name = quote_ident(t.name)
         shard = _shards(staging, t.name)
         if t is FILE_OFFSETS:
@@ -142,6 +152,13 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         FROM new_files n WHERE files.path = n.path AND n.path IN (SELECT path FROM resumed)
     """)
     # counts and host_from over the whole file's rows (fileparse: _Rows.add, _host_from)
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed_events AS SELECT path, line_no, "
+                "line_end, host FROM events WHERE path IN (SELECT path FROM resumed)")
+    shard = _shards(staging, EVENTS.name)
+    if shard is not None:
+        con.execute("INSERT INTO resumed_events SELECT path, line_no, line_end, host "
+                    "FROM read_parquet(?) WHERE path IN (SELECT path FROM resumed)",
+                    [shard])
     con.execute("""
         UPDATE files SET event_lines = c.ev, reject_lines = c.rj,
                routine_lines = files.lines - c.ev - c.rj,
@@ -152,10 +169,11 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
             SELECT r.path,
                    (SELECT count(DISTINCT l) FROM (
                         SELECT unnest(range(line_no, coalesce(line_end, line_no) + 1)) AS l
-                        FROM events e WHERE e.path = r.path)) AS ev,
+                        FROM resumed_events e WHERE e.path = r.path)) AS ev,
                    (SELECT count(DISTINCT line_no) FROM rejects j WHERE j.path = r.path) AS rj,
-                   (SELECT count(*) FROM events e WHERE e.path = r.path) AS n_events,
-                   (SELECT count(*) FROM events e WHERE e.path = r.path
+                   (SELECT count(*) FROM resumed_events e WHERE e.path = r.path)
+                       AS n_events,
+                   (SELECT count(*) FROM resumed_events e WHERE e.path = r.path
                       AND e.host IS NOT NULL AND e.host <> '') AS hosted
             FROM resumed r
         ) c
@@ -231,45 +249,51 @@ def _mark_duplicates(con: duckdb.DuckDBPyConnection) -> None:
                     "(SELECT path FROM files WHERE duplicate_of IS NOT NULL)")
 
 
-def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...]
-                   ) -> list[ParsedEvent]:
+def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...],
+                   every: str = "events") -> list[ParsedEvent]:
+    """The events of ``kinds`` in ``every`` (the table, or a view of stored and
+    incoming rows: load_incoming) as parsed events, in file and line order."""
     marks = ", ".join("?" for _ in kinds)
     rows = con.execute(
-        f"SELECT kind, message, host, line_no, attrs FROM events WHERE kind IN ({marks}) "  # noqa: S608
+        f"SELECT kind, message, host, line_no, attrs FROM {every} WHERE kind IN ({marks}) "  # noqa: S608
         "ORDER BY path, line_no", list(kinds)).fetchall()
     return [ParsedEvent(line_no, kind, message, host=host,
                         attrs=json.loads(attrs) if attrs else {})
             for kind, message, host, line_no, attrs in rows]
 
 
-def _bootstrap_objects(con: duckdb.DuckDBPyConnection) -> list[ParsedEvent]:
+def _bootstrap_objects(con: duckdb.DuckDBPyConnection, every: str = "events"
+                       ) -> list[ParsedEvent]:
     """The ``nccl_bootstrap`` events the resolver reads, one per distinct (host,
     address), in the order of each pair's first line (host, line, path). There is one
     per rank and attempt (7.6 M on ``llama3``), and a pair seen before changes no
     name: the resolver keeps the first host a name is given, and a host resolves to
     the same name once its first line is read. Grouping (a hash aggregate) instead of
     ordering every line (a sort that spills) took llama3's host resolution from 20 s
-    to well under a second, with the same names."""
-    rows = con.execute("""
+    to well under a second, with the same names. ``every`` as for _event_objects."""
+    rows = con.execute(f"""
         SELECT host, address, first.line_no FROM (
             SELECT host, attrs->>'address' AS address,
-                   min({'line_no': line_no, 'path': path}) AS first
-            FROM events WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL AND host <> ''
+                   min({{'line_no': line_no, 'path': path}}) AS first
+            FROM {every} WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL AND host <> ''
             GROUP BY ALL
         )
         ORDER BY host, first.line_no, first.path, address NULLS FIRST
-    """).fetchall()
+    """).fetchall()  # noqa: S608 (every: a table or view name of ours)
     return [ParsedEvent(line_no, "nccl_bootstrap", "", host=host,
                         attrs={} if address is None else {"address": address})
             for host, address, line_no in rows]
 
 
-def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
-    """Every host name (FQDN, alias, address) to its canonical name."""
+def _resolve_hosts(con: duckdb.DuckDBPyConnection, every: str = "events") -> None:
+    """Every host name (FQDN, alias, address) to its canonical name, decided from the
+    events in ``every`` (stored plus incoming in load_shards) and the files: the map is
+    left in the temp table ``host_map`` (for load_incoming to apply as it inserts) and
+    applied to the rows stored in ``events``."""
     resolver = hosts_parser.build_resolver(
-        _event_objects(con, ("host_alias",)) + _bootstrap_objects(con))
+        _event_objects(con, ("host_alias",), every) + _bootstrap_objects(con, every))
     known = [r[0] for r in con.execute(
-        "SELECT DISTINCT host FROM events WHERE host IS NOT NULL").fetchall()]
+        f"SELECT DISTINCT host FROM {every} WHERE host IS NOT NULL").fetchall()]  # noqa: S608
     known += [r[0] for r in con.execute(
         "SELECT DISTINCT host FROM files WHERE host IS NOT NULL").fetchall()]
     for name in known:  # names as the layout and the lines give them are canonical...
@@ -277,9 +301,9 @@ def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
             resolver.add(name, name)
     mapping = [(name, resolver.resolve(name)) for name in sorted(set(known))]
     mapping = [(a, b) for a, b in mapping if b and b != a]
+    con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
     if not mapping:
         return
-    con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
     con.executemany("INSERT INTO host_map VALUES (?, ?)", mapping)
     con.execute("UPDATE events SET host = m.host FROM host_map m WHERE events.host = m.alias")
 
@@ -387,15 +411,19 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
     """)  # noqa: S608 (constants: the plausible range of timeutil.in_range)
 
 
-def _map_gpus(con: duckdb.DuckDBPyConnection) -> None:
-    """PCI address on a host -> GPU index and serial, from that host's inventory."""
+def _map_gpus(con: duckdb.DuckDBPyConnection, every: str = "events") -> None:
+    """PCI address on a host -> GPU index and serial, from that host's inventory lines
+    in ``every`` (stored plus incoming, hosts resolved, in load_shards): left in the
+    temp table ``gpu_inv`` (for load_incoming) and applied to the stored rows."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE gpu_inv AS
+        SELECT host, attrs->>'pci' AS pci, max(CAST(attrs->>'index' AS INTEGER)) AS idx,
+               max(attrs->>'serial') AS serial
+        FROM {every} WHERE kind = 'gpu_inventory' GROUP BY ALL
+    """)  # noqa: S608 (every: a table or view name of ours)
     con.execute("""
         UPDATE events SET gpu_index = inv.idx, gpu_serial = inv.serial
-        FROM (
-            SELECT host, attrs->>'pci' AS pci, max(CAST(attrs->>'index' AS INTEGER)) AS idx,
-                   max(attrs->>'serial') AS serial
-            FROM events WHERE kind = 'gpu_inventory' GROUP BY ALL
-        ) inv
+        FROM gpu_inv inv
         WHERE events.host = inv.host AND events.device = inv.pci
           AND events.kind <> 'gpu_inventory'
           AND (events.gpu_index IS DISTINCT FROM inv.idx
