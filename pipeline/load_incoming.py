@@ -1,28 +1,36 @@
 """The shards' new events, read where they lie and inserted once, with their final
-host names and GPU serials (:func:`faultline.pipeline.load.load_shards`).
+hosts, GPU serials and boot-anchored times (pipeline/load.py: ``load_shards``).
 
-Host aliases and GPU inventories are decided from the whole corpus, stored and
-incoming rows alike, and used to be applied by UPDATEs after the insert. DuckDB writes
-a large insert's row groups to the database file as it goes (optimistic writes); an
-UPDATE of those rows in the same transaction drops them and the commit writes the rows
-to the write-ahead log instead: ~111 MB and +0.12 CPU s on small-x4, ~1 GB and +1.2 s
-on medium. So the incoming rows are read from the Parquet shards as views: the host
-resolution and the inventory read the stored rows plus these views, the stored rows
-are updated as before (they change when a new file changes the answer), and the
-incoming rows are then inserted with the answer already applied.
+Host aliases, GPU inventories and boot anchors are decided from the whole corpus,
+stored and incoming rows alike, and used to be applied by UPDATEs after the insert.
+DuckDB writes a large insert's row groups to the database file as it goes (optimistic
+writes); an UPDATE of those rows in the same transaction drops them and the commit
+writes the rows to the write-ahead log instead: 119 MiB and +0.12 CPU s on small-x4,
+951 MiB and ~+1.2 s (commit and close) on medium. So the incoming rows are read from
+the Parquet shards as views: the host resolution, the inventory and the anchors read
+the stored rows plus these views, the stored rows are updated as before (a new file
+can change their answer), and the incoming rows are then inserted with theirs.
 
-The views hold no data: each query that reads them reads the shards again, which costs
-less than staging the rows in a table (+0.18 s on small-x4, measured).
+The views hold no data: each query that reads them reads the shards again (+0.05 CPU s
+on small-x4, +0.4 on medium, against the commit's savings), where staging the rows in
+a table first cost +0.18 s on small-x4.
 """
 
 from __future__ import annotations
 
 import duckdb
 
+from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US
 from faultline.schemas.ddl import quote_ident
 from faultline.schemas.tables import EVENTS
 
 _COLS = ", ".join(quote_ident(c) for c in EVENTS.column_names)
+# anchor_boots' terms (pipeline/load.py), on an incoming row ``e`` and its anchor ``a``
+_BOOT_RELATIVE = "(e.source = 'kernel' AND e.attrs->>'boot_seq' IS NOT NULL)"
+_BOOT_US = "(a.boot_us + CAST(e.attrs->>'uptime_us' AS BIGINT))"
+_ANCHORED = (f"({_BOOT_RELATIVE} AND a.path IS NOT NULL "
+             f"AND {_BOOT_US} >= {TS_MIN_US} AND {_BOOT_US} < {TS_MAX_US})")
+_ANCHOR_TS = f"(TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds({_BOOT_US}))"
 
 
 def _literal(text: str) -> str:
@@ -75,19 +83,37 @@ def mapped(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def insert(con: duckdb.DuckDBPyConnection) -> None:
-    """Insert the incoming rows with final hosts and, where the host's inventory names
-    their PCI address, its GPU index and serial (``gpu_inv``, as ``_map_gpus`` set
-    them on stored rows; an inventory line itself keeps its own)."""
+    """Insert the incoming rows with their final values, as the UPDATEs they replace
+    left stored rows:
+
+    - hosts resolved (``incoming_events``);
+    - where the host's inventory names their PCI address, its GPU index and serial
+      (``gpu_inv``, from ``_map_gpus``; an inventory line keeps its own);
+    - kernel lines timed only since boot (``attrs.boot_seq``): reset to untimed, then
+      timed from their boot's anchor when there is one and the time is plausible
+      (``boot_anchor``, from ``anchor_boots``). Its rows are one per file and boot:
+      a file's lines share their host, so its boots pair with one host's anchors; the
+      ``min`` only keeps a row from being inserted twice should that ever change.
+    """
     con.execute(f"""
         INSERT INTO events SELECT {_COLS} FROM (
             SELECT e.* REPLACE (
                        CASE WHEN inv.host IS NULL THEN e.gpu_index ELSE inv.idx END
                            AS gpu_index,
                        CASE WHEN inv.host IS NULL THEN e.gpu_serial ELSE inv.serial END
-                           AS gpu_serial)
+                           AS gpu_serial,
+                       CASE WHEN {_ANCHORED} THEN {_ANCHOR_TS}
+                            WHEN {_BOOT_RELATIVE} THEN NULL ELSE e.ts END AS ts,
+                       CASE WHEN {_ANCHORED} THEN 'boot_relative'
+                            WHEN {_BOOT_RELATIVE} AND e.ts IS NOT NULL THEN 'untimed'
+                            ELSE e.ts_quality END AS ts_quality)
             FROM incoming_events e
             LEFT JOIN gpu_inv inv ON e.host = inv.host AND e.device = inv.pci
                                  AND e.kind <> 'gpu_inventory'
+            LEFT JOIN (SELECT path, seg, min(boot_us) AS boot_us
+                       FROM boot_anchor GROUP BY ALL) a
+                   ON {_BOOT_RELATIVE} AND e.path = a.path
+                  AND CAST(e.attrs->>'boot_seq' AS INTEGER) = a.seg
         )
     """)  # noqa: S608 (constants)
 

@@ -12,6 +12,8 @@ of every file gives, and the Xid lines with the expected host, GPU index and ser
 
 Lines from the bundled sample corpus: node0009's ``kern.log`` Xid 79/154 lines, logged
 under the BMC alias ``node0009-bmc`` that ``hosts.csv`` names, and its ``gpus.csv``.
+Boot anchors (plain dmesg timed by the same record in a syslog, as in
+test_layouts.py): the Xid 32 line of Bumblebee #677.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ FILES = {
     "copy_after": ("/c/z/kern.log", _BMC),  # same bytes, a larger path
     "copy_before": ("/c/a/kern.log", _BMC),  # same bytes, a smaller path
 }
+XID32 = "NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000000 intr 00004000"
+ANCHORS = {  # plain dmesg (uptime only) and a syslog line of the same kernel record
+    "dmesg": ("/c/hosts/node1/dmesg", f"[24128.828315] {XID32}\n".encode()),
+    "syslog": ("/c/hosts/node1/kern.log",
+               f"Dec 30 10:00:00 node1 kernel: [24128.828315] {XID32}\n".encode()),
+    "gone": ("/c/hosts/node1/kern.log", b"Dec 30 10:00:00 node1 kernel: booted\n"),
+}
+FILES.update(ANCHORS)
 MAPPED = ("node0009", 1, "1650641391458")  # gpus.csv: index 1 is 00000000:2A:00.0
 
 CASES = {
@@ -100,3 +110,25 @@ def test_a_copy_points_at_the_smallest_path(tmp_path: Path) -> None:
     paths = con.execute("SELECT DISTINCT path FROM events WHERE path LIKE '%kern.log'"
                         ).fetchall()
     assert paths == [("/c/a/kern.log",)]
+
+
+ANCHOR_CASES = {  # name: (files of each load, the dmesg line's ts_quality at the end)
+    "anchor in the same load": ([["dmesg", "syslog"]], "boot_relative"),
+    "anchor later": ([["dmesg"], ["syslog"]], "boot_relative"),
+    "dmesg later": ([["syslog"], ["dmesg"]], "boot_relative"),
+    "no anchor": ([["dmesg"]], "untimed"),
+    "anchor replaced": ([["dmesg", "syslog"], ["gone"]], "untimed"),
+}
+
+
+@pytest.mark.parametrize("case", ANCHOR_CASES)
+def test_boot_relative_lines_are_timed_from_stored_and_new_anchors(tmp_path: Path,
+                                                                    case: str) -> None:
+    loads, quality = ANCHOR_CASES[case]
+    con = _loaded(tmp_path, "staged", loads)
+    got = con.execute("SELECT ts_quality, epoch(ts) FROM events "
+                      "WHERE path = '/c/hosts/node1/dmesg'").fetchall()
+    syslog = 1735552800.0  # Dec 30 10:00:00 2024 UTC, the syslog line's time
+    assert got == [(quality, syslog if quality == "boot_relative" else None)]
+    every = sorted({ANCHORS[n][0]: n for names in loads for n in names}.values())
+    assert _rows(con) == _rows(_loaded(tmp_path, "once", [every]))
