@@ -41,9 +41,9 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     added or replaced."""
     changed = _merge(con, staging)
     _mark_duplicates(con)
-    # the new events are inserted last, with the hosts and GPUs decided from stored and
-    # incoming rows: an UPDATE of rows inserted in this transaction would send them all
-    # to the write-ahead log (pipeline/load_incoming.py)
+    # the new events are inserted last, with the hosts, GPUs and boot anchors decided from
+    # stored and incoming rows: an UPDATE of rows inserted in this transaction would send
+    # them all to the write-ahead log (pipeline/load_incoming.py)
     every = load_incoming.stage(con, _shards(staging, EVENTS.name))
     _resolve_hosts(con, every)
     every = load_incoming.mapped(con)
