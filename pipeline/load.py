@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from faultline.pipeline import hangs_load
+from faultline.pipeline import hangs_load, load_incoming
 from faultline.pipeline.bundles import SEP
 from faultline.pipeline.objstore import stat_uri
 from faultline.pipeline.parsers import hosts as hosts_parser
@@ -41,9 +41,16 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     added or replaced."""
     changed = _merge(con, staging)
     _mark_duplicates(con)
-    _resolve_hosts(con)
-    anchor_boots(con)
-    _map_gpus(con)
+    # the new events are inserted last, with the hosts, GPUs and boot anchors decided from
+    # stored and incoming rows: an UPDATE of rows inserted in this transaction would send
+    # them all to the write-ahead log (pipeline/load_incoming.py)
+    every = load_incoming.stage(con, _shards(staging, EVENTS.name))
+    _resolve_hosts(con, every)
+    every = load_incoming.mapped(con)
+    _map_gpus(con, every)
+    anchor_boots(con, every)  # neither reads what the other writes (GPUs, times)
+    load_incoming.insert(con)
+    load_incoming.drop(con)
     _rebuild_attempts(con)
     hangs_load.rebuild(con)
     return changed
@@ -51,13 +58,15 @@ def load_shards(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
 
 def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     pattern = _shards(staging, "files")
+    con.execute("CREATE OR REPLACE TEMP TABLE changed (path VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
+                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
     if pattern is None:
+        con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM files LIMIT 0")
         return 0
     con.execute("CREATE OR REPLACE TEMP TABLE new_files AS SELECT * FROM read_parquet(?)",
                 [pattern])
     resumed = _shards(staging, "resumed")
-    con.execute("CREATE OR REPLACE TEMP TABLE resumed "
-                "(path VARCHAR, restart BIGINT, from_path VARCHAR)")
     if resumed is not None:
         con.execute("INSERT INTO resumed SELECT path, restart, from_path "
                     "FROM read_parquet(?)", [resumed])
@@ -68,10 +77,10 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
                     f"FROM {t} x JOIN resumed r ON x.path = r.from_path")
     # Paths whose content and parse settings are unchanged keep their rows (a touched
     # file only gets its new mtime); grown files continued from a window keep their
-    # rows before it (_append); the rest are replaced.
+    # rows before it (_append); the rest are replaced. New events are inserted later
+    # (load_shards: load_incoming), the other tables' rows here.
     con.execute("""
-        CREATE OR REPLACE TEMP TABLE changed AS
-        SELECT n.path FROM new_files n
+        INSERT INTO changed SELECT n.path FROM new_files n
         LEFT JOIN files f ON f.path = n.path AND f.sha256 = n.sha256
                           AND f.parsed_with = n.parsed_with
         WHERE f.path IS NULL AND n.path NOT IN (SELECT path FROM resumed)
@@ -92,7 +101,7 @@ def _merge(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         name = quote_ident(t.name)
         con.execute(f"DELETE FROM {name} WHERE path IN (SELECT path FROM changed)")  # noqa: S608
         shard = _shards(staging, t.name)
-        if shard is None:
+        if shard is None or t is EVENTS:
             continue
         cols = ", ".join(quote_ident(c) for c in t.column_names)
         # identifiers come from schemas/; the shard path is a parameter
@@ -106,7 +115,9 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     """Grown files parsed from a window on (:mod:`faultline.pipeline.resume`): their
     stored rows before the window's restart line stay, under the file's new sha256
     (event ids carry its first 20 hex digits), the shards' rows follow them, and the
-    ``files`` row takes the whole file's counts, as one read of the whole file gives."""
+    ``files`` row takes the whole file's counts, as one read of the whole file gives
+    (counted over the stored rows and the shards' new ones, which load_shards inserts
+    later)."""
     n = con.execute("SELECT count(*) FROM resumed").fetchall()[0][0]
     if not n:
         return 0
@@ -124,7 +135,7 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
     """)
     con.execute("UPDATE rejects SET sha256 = r.sha256 FROM resumed_sha r "
                 "WHERE rejects.path = r.path")
-    for t in (EVENTS, REJECTS, FILE_OFFSETS):
+    for t in (REJECTS, FILE_OFFSETS):
         name = quote_ident(t.name)
         shard = _shards(staging, t.name)
         if t is FILE_OFFSETS:
@@ -142,6 +153,13 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
         FROM new_files n WHERE files.path = n.path AND n.path IN (SELECT path FROM resumed)
     """)
     # counts and host_from over the whole file's rows (fileparse: _Rows.add, _host_from)
+    con.execute("CREATE OR REPLACE TEMP TABLE resumed_events AS SELECT path, line_no, "
+                "line_end, host FROM events WHERE path IN (SELECT path FROM resumed)")
+    shard = _shards(staging, EVENTS.name)
+    if shard is not None:
+        con.execute("INSERT INTO resumed_events SELECT path, line_no, line_end, host "
+                    "FROM read_parquet(?) WHERE path IN (SELECT path FROM resumed)",
+                    [shard])
     con.execute("""
         UPDATE files SET event_lines = c.ev, reject_lines = c.rj,
                routine_lines = files.lines - c.ev - c.rj,
@@ -152,10 +170,11 @@ def _append(con: duckdb.DuckDBPyConnection, staging: Path) -> int:
             SELECT r.path,
                    (SELECT count(DISTINCT l) FROM (
                         SELECT unnest(range(line_no, coalesce(line_end, line_no) + 1)) AS l
-                        FROM events e WHERE e.path = r.path)) AS ev,
+                        FROM resumed_events e WHERE e.path = r.path)) AS ev,
                    (SELECT count(DISTINCT line_no) FROM rejects j WHERE j.path = r.path) AS rj,
-                   (SELECT count(*) FROM events e WHERE e.path = r.path) AS n_events,
-                   (SELECT count(*) FROM events e WHERE e.path = r.path
+                   (SELECT count(*) FROM resumed_events e WHERE e.path = r.path)
+                       AS n_events,
+                   (SELECT count(*) FROM resumed_events e WHERE e.path = r.path
                       AND e.host IS NOT NULL AND e.host <> '') AS hosted
             FROM resumed r
         ) c
@@ -231,45 +250,51 @@ def _mark_duplicates(con: duckdb.DuckDBPyConnection) -> None:
                     "(SELECT path FROM files WHERE duplicate_of IS NOT NULL)")
 
 
-def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...]
-                   ) -> list[ParsedEvent]:
+def _event_objects(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...],
+                   every: str = "events") -> list[ParsedEvent]:
+    """The events of ``kinds`` in ``every`` (the table, or a view of stored and
+    incoming rows: load_incoming) as parsed events, in file and line order."""
     marks = ", ".join("?" for _ in kinds)
     rows = con.execute(
-        f"SELECT kind, message, host, line_no, attrs FROM events WHERE kind IN ({marks}) "  # noqa: S608
+        f"SELECT kind, message, host, line_no, attrs FROM {every} WHERE kind IN ({marks}) "  # noqa: S608
         "ORDER BY path, line_no", list(kinds)).fetchall()
     return [ParsedEvent(line_no, kind, message, host=host,
                         attrs=json.loads(attrs) if attrs else {})
             for kind, message, host, line_no, attrs in rows]
 
 
-def _bootstrap_objects(con: duckdb.DuckDBPyConnection) -> list[ParsedEvent]:
+def _bootstrap_objects(con: duckdb.DuckDBPyConnection, every: str = "events"
+                       ) -> list[ParsedEvent]:
     """The ``nccl_bootstrap`` events the resolver reads, one per distinct (host,
     address), in the order of each pair's first line (host, line, path). There is one
     per rank and attempt (7.6 M on ``llama3``), and a pair seen before changes no
     name: the resolver keeps the first host a name is given, and a host resolves to
     the same name once its first line is read. Grouping (a hash aggregate) instead of
     ordering every line (a sort that spills) took llama3's host resolution from 20 s
-    to well under a second, with the same names."""
-    rows = con.execute("""
+    to well under a second, with the same names. ``every`` as for _event_objects."""
+    rows = con.execute(f"""
         SELECT host, address, first.line_no FROM (
             SELECT host, attrs->>'address' AS address,
-                   min({'line_no': line_no, 'path': path}) AS first
-            FROM events WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL AND host <> ''
+                   min({{'line_no': line_no, 'path': path}}) AS first
+            FROM {every} WHERE kind = 'nccl_bootstrap' AND host IS NOT NULL AND host <> ''
             GROUP BY ALL
         )
         ORDER BY host, first.line_no, first.path, address NULLS FIRST
-    """).fetchall()
+    """).fetchall()  # noqa: S608 (every: a table or view name of ours)
     return [ParsedEvent(line_no, "nccl_bootstrap", "", host=host,
                         attrs={} if address is None else {"address": address})
             for host, address, line_no in rows]
 
 
-def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
-    """Every host name (FQDN, alias, address) to its canonical name."""
+def _resolve_hosts(con: duckdb.DuckDBPyConnection, every: str = "events") -> None:
+    """Every host name (FQDN, alias, address) to its canonical name, decided from the
+    events in ``every`` (stored plus incoming in load_shards) and the files: the map is
+    left in the temp table ``host_map`` (for load_incoming to apply as it inserts) and
+    applied to the rows stored in ``events``."""
     resolver = hosts_parser.build_resolver(
-        _event_objects(con, ("host_alias",)) + _bootstrap_objects(con))
+        _event_objects(con, ("host_alias",), every) + _bootstrap_objects(con, every))
     known = [r[0] for r in con.execute(
-        "SELECT DISTINCT host FROM events WHERE host IS NOT NULL").fetchall()]
+        f"SELECT DISTINCT host FROM {every} WHERE host IS NOT NULL").fetchall()]  # noqa: S608
     known += [r[0] for r in con.execute(
         "SELECT DISTINCT host FROM files WHERE host IS NOT NULL").fetchall()]
     for name in known:  # names as the layout and the lines give them are canonical...
@@ -277,14 +302,14 @@ def _resolve_hosts(con: duckdb.DuckDBPyConnection) -> None:
             resolver.add(name, name)
     mapping = [(name, resolver.resolve(name)) for name in sorted(set(known))]
     mapping = [(a, b) for a, b in mapping if b and b != a]
+    con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
     if not mapping:
         return
-    con.execute("CREATE OR REPLACE TEMP TABLE host_map (alias VARCHAR, host VARCHAR)")
     con.executemany("INSERT INTO host_map VALUES (?, ?)", mapping)
     con.execute("UPDATE events SET host = m.host FROM host_map m WHERE events.host = m.alias")
 
 
-def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
+def anchor_boots(con: duckdb.DuckDBPyConnection, every: str = "events") -> None:
     """Wall times for kernel lines that carry only the time since boot (plain dmesg,
     /dev/kmsg) and whose file had no anchor of its own (``attrs.boot_seq`` says which
     boot of the file they belong to), from the rest of the corpus:
@@ -306,26 +331,33 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
     file that brings an anchor takes effect. A corpus without such lines (no plain
     dmesg) skips it all: every step below reads only them (0.01 CPU s to find out
     instead of 0.12 for the steps on small x4's 340k events).
+
+    The anchors are decided from the events in ``every`` (stored plus incoming, hosts
+    resolved, in load_shards) and left in the temp table ``boot_anchor``;
+    load_incoming applies them to the incoming rows as it inserts them (the reset
+    included), the stored rows are updated here.
     """
-    if not con.execute("""
-        SELECT EXISTS (SELECT 1 FROM events
+    con.execute("CREATE OR REPLACE TEMP TABLE boot_anchor "
+                "(path VARCHAR, seg INTEGER, boot_us BIGINT)")
+    if not con.execute(f"""
+        SELECT EXISTS (SELECT 1 FROM {every}
                        WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL)
-    """).fetchall()[0][0]:
+    """).fetchall()[0][0]:  # noqa: S608 (every: a table or view name of ours)
         return
     con.execute("""
         UPDATE events SET ts = NULL, ts_quality = 'untimed'
         WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND ts IS NOT NULL
     """)
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE boot_anchor AS
+    con.execute(f"""
+        INSERT INTO boot_anchor
         WITH un AS (
             SELECT path, host, kind, message, CAST(attrs->>'boot_seq' AS INTEGER) AS seg,
                    CAST(attrs->>'uptime_us' AS BIGINT) AS up
-            FROM events
+            FROM {every}
             WHERE source = 'kernel' AND attrs->>'boot_seq' IS NOT NULL AND host IS NOT NULL
         ), timed AS (
             SELECT host, kind, CAST(attrs->>'uptime_us' AS BIGINT) AS up, epoch_us(ts) AS ts
-            FROM events
+            FROM {every}
             WHERE source = 'kernel' AND ts IS NOT NULL AND attrs->>'boot_seq' IS NULL
               AND attrs->>'uptime_us' IS NOT NULL AND ts_quality <> 'inherited'
         ), same_record AS (
@@ -334,7 +366,7 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
             GROUP BY ALL
         ), msg_timed AS (  -- a host's timed kernel messages that occur once
             SELECT host, kind, message, any_value(epoch_us(ts)) AS ts
-            FROM events
+            FROM {every}
             WHERE source = 'kernel' AND ts IS NOT NULL AND attrs->>'boot_seq' IS NULL
               AND ts_quality <> 'inherited' AND host IS NOT NULL AND kind <> 'boot'
             GROUP BY ALL HAVING count(*) = 1
@@ -358,7 +390,7 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
                    row_number() OVER (PARTITION BY host
                                       ORDER BY CAST(attrs->>'boot_time' AS BIGINT)) AS n,
                    count(*) OVER (PARTITION BY host) AS k
-            FROM (SELECT DISTINCT host, attrs FROM events
+            FROM (SELECT DISTINCT host, attrs FROM {every}
                   WHERE kind = 'node_reboot' AND attrs->>'boot_time' IS NOT NULL
                     AND host IS NOT NULL)
         ), from_slurm AS (
@@ -373,7 +405,7 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
         SELECT path, seg, boot_us FROM from_slurm
         WHERE (path, seg) NOT IN (SELECT (path, seg) FROM same_record)
           AND (path, seg) NOT IN (SELECT (path, seg) FROM same_message)
-    """)
+    """)  # noqa: S608 (every: a table or view name of ours)
     con.execute(f"""
         UPDATE events SET ts = TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(
                               a.boot_us + CAST(events.attrs->>'uptime_us' AS BIGINT)),
@@ -387,15 +419,19 @@ def anchor_boots(con: duckdb.DuckDBPyConnection) -> None:
     """)  # noqa: S608 (constants: the plausible range of timeutil.in_range)
 
 
-def _map_gpus(con: duckdb.DuckDBPyConnection) -> None:
-    """PCI address on a host -> GPU index and serial, from that host's inventory."""
+def _map_gpus(con: duckdb.DuckDBPyConnection, every: str = "events") -> None:
+    """PCI address on a host -> GPU index and serial, from that host's inventory lines
+    in ``every`` (stored plus incoming, hosts resolved, in load_shards): left in the
+    temp table ``gpu_inv`` (for load_incoming) and applied to the stored rows."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE gpu_inv AS
+        SELECT host, attrs->>'pci' AS pci, max(CAST(attrs->>'index' AS INTEGER)) AS idx,
+               max(attrs->>'serial') AS serial
+        FROM {every} WHERE kind = 'gpu_inventory' GROUP BY ALL
+    """)  # noqa: S608 (every: a table or view name of ours)
     con.execute("""
         UPDATE events SET gpu_index = inv.idx, gpu_serial = inv.serial
-        FROM (
-            SELECT host, attrs->>'pci' AS pci, max(CAST(attrs->>'index' AS INTEGER)) AS idx,
-                   max(attrs->>'serial') AS serial
-            FROM events WHERE kind = 'gpu_inventory' GROUP BY ALL
-        ) inv
+        FROM gpu_inv inv
         WHERE events.host = inv.host AND events.device = inv.pci
           AND events.kind <> 'gpu_inventory'
           AND (events.gpu_index IS DISTINCT FROM inv.idx
