@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from faultline.pipeline import dask_run, forkserver
+from faultline.pipeline import dask_run, forkclient, forkserver
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
@@ -55,7 +56,11 @@ def beam_options(runner: str, workers: int, beam_opts: list[str],
     flags = beam_flags(beam_opts)
     if workers > 1:
         flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
-        if worker_command is None:
+        if worker_command is None and os.name == "posix":  # Beam's stock worker, but
+            # deaf to Ctrl-C as the fork server's are (forkserver.IGNORE_INT)
+            worker_command = forkserver.IGNORE_INT + shlex.join(
+                [sys.executable, *forkclient.STOCK_WORKER])
+        elif worker_command is None:
             flags.append("--direct_running_mode=multi_processing")
     options = PipelineOptions(flags)
     if runner in LOCAL_RUNNERS:

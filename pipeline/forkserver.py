@@ -65,6 +65,14 @@ STOP_WAIT_S = 5.0
 HANDSHAKE_TIMEOUT_S = 5.0
 MAX_REQUEST = 1 << 22
 PR_SET_PDEATHSIG = 1
+# Ctrl-C at a terminal sends SIGINT to the whole foreground process group. A worker that
+# died of it before the driver had unwound left Beam's runner waiting for that worker's
+# bundles for ever (seen: the driver hung with stock and with forked workers alike);
+# the driver alone handles Ctrl-C, and its teardown ends the workers (the server kills
+# its forks when the driver's pipe closes; Beam's own workers end with their control
+# channel). ``sh -c`` runs the worker command: ``trap '' INT`` makes the ignoring
+# disposition the exec'd process's from its start (Python keeps an ignored SIGINT).
+IGNORE_INT = "trap '' INT; exec "
 
 
 def supported() -> bool:
@@ -154,9 +162,10 @@ class ForkServer:
         return True
 
     def command(self) -> str:
-        """The worker command line for Beam: the client, run without site packages."""
-        return shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
-                           str(self.directory)])
+        """The worker command line for Beam (run by ``sh -c``): the client, without site
+        packages, ignoring SIGINT from its first instruction on (:data:`IGNORE_INT`)."""
+        return IGNORE_INT + shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
+                                        str(self.directory)])
 
     def forked(self) -> list[int]:
         """The pids of the workers forked so far (all of them, once stopped)."""
@@ -376,7 +385,7 @@ def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's (IGNORE_INT)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     from apache_beam.runners.worker import sdk_worker_main

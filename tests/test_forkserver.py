@@ -6,6 +6,7 @@ driver."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -230,6 +231,54 @@ def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
         assert _wait_gone(servers)
     finally:
         proc.kill()
+    assert not list(tmp_path.iterdir())
+
+
+def _session(sid: int) -> list[int]:
+    """The pids still in session ``sid`` (zombies not counted: they are gone)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":  # state, ppid, pgrp, session
+                out.append(int(entry))
+    return out
+
+
+def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path):
+    """A terminal's Ctrl-C signals the whole process group: driver, fork server, clients
+    and workers at once. Workers that died of it before the driver unwound used to
+    leave Beam's runner waiting for their bundles for ever (the driver hung, with stock
+    and forked workers alike); now only the driver takes it: exit 130, nothing left
+    running, nothing written."""
+    corpus = repo_root / "fixtures" / "sample" / "corpus"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultline", "ingest", str(corpus), "--db",
+         str(tmp_path / "x.duckdb"), "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError):  # a process may end while it is read
+                workers = [w for s in _children(proc.pid) for w in _children(s)]
+            time.sleep(0.01)
+        assert workers, "no forked worker seen while the sample was parsed"
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert _wait_gone(workers)
+        deadline = time.monotonic() + 20
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _session(proc.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     assert not list(tmp_path.iterdir())
 
 

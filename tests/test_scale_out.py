@@ -65,8 +65,12 @@ def test_local_runs_never_ask_for_prism():
     assert type(runner).__name__ == "FnApiRunner"
     assert options.view_as(StandardOptions).runner is None
     flags = options.get_all_options()
-    assert flags["direct_running_mode"] == "multi_processing"
     assert flags["direct_num_workers"] == 2
+    # the workers are processes: Beam's own worker, run deaf to Ctrl-C (the driver's)
+    env = runner._default_environment
+    assert type(env).__name__ == "SubprocessSDKEnvironment"
+    assert env.command_string.startswith("trap '' INT; exec ")
+    assert env.command_string.endswith("-m apache_beam.runners.worker.sdk_worker_main")
 
 
 @pytest.mark.parametrize("make", [
