@@ -66,9 +66,8 @@ def ask(directory: str) -> tuple[socket.socket, BinaryIO] | None:
     pid = int(reply.split()[1])
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
-    # Ctrl-C reaches the worker itself (the same process group, as a stock worker);
-    # passing it on as well would interrupt the worker's own handling of it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGINT is not forwarded: the command runs this client with it ignored, as its
+    # worker (forkserver.IGNORE_INT: Ctrl-C is the driver's to handle)
     return sock, replies
 
 
