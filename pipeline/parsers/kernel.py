@@ -366,8 +366,16 @@ _OWN_MONTHS_PASS = 4096
 
 
 def _months(lines: pl.Series) -> np.ndarray:
-    return (lines.str.extract(_RFC3164_MON, 1)
-            .replace_strict(MONTHS, default=0, return_dtype=pl.Int8).to_numpy())
+    """Month numbers of ``_RFC3164_MON``'s lines (its group: the month name at the
+    line's start, after an optional ``[``), 0 on the others.
+
+    A match test and a slice, not ``str.extract``: a capture group makes polars run the
+    slower engine on every row, and a syslog file's rows nearly all match (0.18 ->
+    0.11 CPU us a line on ``medium``'s rfc3164 kern.log files)."""
+    hit = lines.str.contains(_RFC3164_MON).to_numpy()
+    name = lines.str.slice(0, 4).str.strip_prefix("[").str.slice(0, 3)
+    month = name.replace_strict(MONTHS, default=0, return_dtype=pl.Int8).to_numpy()
+    return np.where(hit, month, np.int8(0))
 
 
 class _Shared:
