@@ -896,7 +896,9 @@ def _real_months_lines(peer: Path) -> list[str]:
              "[Jun 8 00:00:26 h", "[Jun08 00:01] eth0: up", "Jun08 00:01] x",
              "[[Jun08 00:01] x", "Dec 31 23:59:59.5 x y", "Foo  1 00:00:00 h k: x",
              "", "J", "[", "Jun  8 00:00:26 ", "jun  8 00:00:26 h k: x",
-             "\ufeffJun  8 00:00:26 h k: x", "Juné 8 00:00:26 h", "[  12.5] Jun  8"]
+             "\ufeffJun  8 00:00:26 h k: x", "Juné 8 00:00:26 h", "[  12.5] Jun  8",
+             "Jun31 23:59] x", "Oct 1 00:00:00 h k: x", "[Nov 9 00:00:00.123 h",
+             "Feb29 12:00] y", "[Sep 01:00] z"]
     roots = [peer / "loghub", peer / "azurehpc-health-checks", peer / "gpud",
              Path(__file__).parents[1] / "fixtures" / "sample" / "corpus"]
     for root in roots:
