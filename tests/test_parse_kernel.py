@@ -5,6 +5,7 @@ CORPUS.md, gpud fixtures)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from faultline.pipeline import pci
 from faultline.pipeline.parsers import kernel, kernel_messages
 from faultline.pipeline.records import FileParse, ParseContext
-from faultline.pipeline.text import count_lines
+from faultline.pipeline.text import count_lines, decode
 from faultline.schemas.event_kinds import EVENT_KINDS
 
 
@@ -885,3 +886,37 @@ def test_dominant_shape_same_in_a_batch_as_alone(lines, shape, monkeypatch):
     alone = [kernel.parse_lines(ln, c) for ln, c in files]
     assert batch == alone
     assert batch[0].shape == shape
+
+
+def _real_months_lines(peer: Path) -> list[str]:
+    """Real syslog / dmesg lines (loghub, Azure captures in the peer data, the bundled
+    sample corpus) and the edges of the month pattern: a ``[`` before the month, two,
+    a month-like word, a line too short for a month, dmesg --reltime minutes."""
+    lines = ["Jun  8 00:00:26 h100-0004 kernel: [41156.917596] perf: interrupt",
+             "[Jun 8 00:00:26 h", "[Jun08 00:01] eth0: up", "Jun08 00:01] x",
+             "[[Jun08 00:01] x", "Dec 31 23:59:59.5 x y", "Foo  1 00:00:00 h k: x",
+             "", "J", "[", "Jun  8 00:00:26 ", "jun  8 00:00:26 h k: x",
+             "\ufeffJun  8 00:00:26 h k: x", "Juné 8 00:00:26 h", "[  12.5] Jun  8",
+             "Jun31 23:59] x", "Oct 1 00:00:00 h k: x", "[Nov 9 00:00:00.123 h",
+             "Feb29 12:00] y", "[Sep 01:00] z"]
+    roots = [peer / "loghub", peer / "azurehpc-health-checks", peer / "gpud",
+             Path(__file__).parents[1] / "fixtures" / "sample" / "corpus"]
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and path.suffix in ("", ".log", ".txt", ".1") \
+                    and path.stat().st_size < 4 << 20:
+                lines += decode(path.read_bytes()).split("\n")[:3000]
+    return lines
+
+
+def test_months_are_the_month_group_of_the_pattern(shared_dir):
+    """``_months`` (a match test and a slice) reads the month ``str.extract`` of the
+    pattern's group reads, on every line: real ones of several shapes, and the edges."""
+    series = pl.Series("line", _real_months_lines(shared_dir / "peer-data"),
+                       dtype=pl.String)
+    want = (series.str.extract(kernel._RFC3164_MON, 1)
+            .replace_strict(kernel.MONTHS, default=0, return_dtype=pl.Int8).to_numpy())
+    got = kernel._months(series)
+    assert got.dtype == want.dtype
+    assert (got == want).all()
+    assert 0 < (want > 0).sum() < len(want)  # both kinds of line are there

@@ -366,8 +366,24 @@ _OWN_MONTHS_PASS = 4096
 
 
 def _months(lines: pl.Series) -> np.ndarray:
-    return (lines.str.extract(_RFC3164_MON, 1)
-            .replace_strict(MONTHS, default=0, return_dtype=pl.Int8).to_numpy())
+    """Month numbers of ``_RFC3164_MON``'s lines (its group: the month name at the
+    line's start, after an optional ``[``), 0 on the others.
+
+    A match test and a lookup of the first four characters (:data:`_MONTH_HEADS`), not
+    ``str.extract``: a capture group makes polars run the slower engine on every row,
+    and a syslog file's rows nearly all match (30 -> 20 ms for 252k rfc3164 lines of
+    ``medium``)."""
+    hit = lines.str.contains(_RFC3164_MON).to_numpy()
+    month = (lines.str.slice(0, 4)
+             .replace_strict(_MONTH_HEADS, default=0, return_dtype=pl.Int8).to_numpy())
+    return np.where(hit, month, np.int8(0))
+
+
+# The first four characters of a line ``_RFC3164_MON`` matches, to its month: "[" and
+# the month, or the month and what may follow it (a space, or a --reltime day's digit).
+_MONTH_HEADS: dict[str, int] = {
+    head: n for mon, n in MONTHS.items()
+    for head in ("[" + mon, *(mon + c for c in " 0123"))}
 
 
 class _Shared:
