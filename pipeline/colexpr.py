@@ -66,6 +66,17 @@ def with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
     return pl.concat([quick, _with_iso_us(frame.filter(~fast), stamp, utc_local, ts, zoned)])
 
 
+def seconds_utc_us(text: pl.Expr) -> pl.Expr:
+    """Epoch us of a zone-less ``YYYY-MM-DDTHH:MM:SS`` (ASCII digits, that layout only)
+    read as UTC, as ``parse_iso`` (zone UTC) and ``in_range`` read it: null where
+    either refuses it. chrono's ``strptime`` checks what ``datetime`` checks but the
+    leap second ``:60``, refused here (as in :func:`with_iso_us`)."""
+    us = text.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False,
+                           exact=True, cache=False).cast(pl.Int64)
+    return pl.when((text.str.slice(17, 2) != "60") & (us >= TS_MIN_US) & (us < TS_MAX_US)
+                   ).then(us)
+
+
 def _with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
                  zoned: str = "zoned") -> pl.DataFrame:
     """:func:`with_iso_us` of any stamp, field by field. A stamp without a zone is
@@ -118,13 +129,23 @@ def json_ascii(text: pl.Expr) -> pl.Expr:
 
 
 def json_object(fields: dict[str, tuple[str, pl.Expr]]) -> pl.Expr:
-    """``json.dumps(d, sort_keys=True)`` of a dict of non-null values, given as
-    key -> ("str" | "int", expression): a string is escaped (:func:`json_ascii`), an
-    integer written as Python's ``str`` writes it. Keys are plain ASCII names."""
+    """``json.dumps(d, sort_keys=True)`` of a dict, given as key -> (kind, expression):
+    kind ``"str"`` is escaped (:func:`json_ascii`), ``"int"`` written as Python's
+    ``str`` writes it; a trailing ``?`` (``"int?"``) writes a null value as ``null``
+    (``d[key] = None``), a trailing ``-`` leaves the key out where the value is null
+    (no such key in ``d``; never the first key). Keys are plain ASCII names."""
     parts: list[pl.Expr | str] = []
     for n, key in enumerate(sorted(fields)):
         kind, expr = fields[key]
-        parts.append(pl.lit(("{" if n == 0 else ", ") + f'"{key}": '))
-        parts.append(json_ascii(expr) if kind == "str" else expr.cast(pl.Int64).cast(pl.String))
+        base = kind.rstrip("?-")
+        value = json_ascii(expr) if base == "str" else expr.cast(pl.Int64).cast(pl.String)
+        head = pl.lit(("{" if n == 0 else ", ") + f'"{key}": ')
+        if kind.endswith("-"):
+            if n == 0:
+                raise ValueError(f"an optional key cannot come first: {key}")
+            parts.append(pl.concat_str(head, value).fill_null(""))
+            continue
+        parts.append(head)
+        parts.append(value.fill_null("null") if kind.endswith("?") else value)
     parts.append(pl.lit("}"))
     return pl.concat_str(parts)

@@ -145,6 +145,9 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]],
     out: list[FileParse] = []
     inside: dict[int, set[int]] = {}
     for k, ((lines, ctx), cand) in enumerate(zip(files, candidates, strict=True)):
+        if not cand and stamped[k]:  # the lanes took every candidate: nothing to read
+            out.append(FileParse(lines=len(lines), shape="collector"))
+            continue
         fp, in_traceback = _parse_lines(lines, ctx, cand, stamped[k])
         if in_traceback and eligible[k]:
             inside[k] = in_traceback
