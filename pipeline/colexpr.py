@@ -66,17 +66,6 @@ def with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
     return pl.concat([quick, _with_iso_us(frame.filter(~fast), stamp, utc_local, ts, zoned)])
 
 
-def seconds_utc_us(text: pl.Expr) -> pl.Expr:
-    """Epoch us of a zone-less ``YYYY-MM-DDTHH:MM:SS`` (ASCII digits, that layout only)
-    read as UTC, as ``parse_iso`` (zone UTC) and ``in_range`` read it: null where
-    either refuses it. chrono's ``strptime`` checks what ``datetime`` checks but the
-    leap second ``:60``, refused here (as in :func:`with_iso_us`)."""
-    us = text.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False,
-                           exact=True, cache=False).cast(pl.Int64)
-    return pl.when((text.str.slice(17, 2) != "60") & (us >= TS_MIN_US) & (us < TS_MAX_US)
-                   ).then(us)
-
-
 def _with_iso_us(frame: pl.DataFrame, stamp: str, utc_local: str, ts: str = "ts",
                  zoned: str = "zoned") -> pl.DataFrame:
     """:func:`with_iso_us` of any stamp, field by field. A stamp without a zone is

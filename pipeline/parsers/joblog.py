@@ -139,7 +139,8 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]],
     eligible = np.array([s and ctx.host is not None
                          for s, (_, ctx) in zip(stamped, files, strict=True)], dtype=bool)
     utc = np.array([ctx.tz == "UTC" for _, ctx in files], dtype=bool)
-    frame = joblog_lanes.lane_frame(batch, hits, _RULE_CHECKS, eligible, utc)
+    frame = joblog_lanes.lane_frame(batch, hits, _RULE_CHECKS, eligible, utc,
+                                    [ctx.tz for _, ctx in files])
     taken = batch.starts[frame["file"].to_numpy()] + frame["row"].to_numpy()
     candidates = batch.split_indices(np.setdiff1d(hits, taken, assume_unique=True))
     out: list[FileParse] = []

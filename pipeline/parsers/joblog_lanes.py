@@ -37,14 +37,17 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import polars as pl
 
-from faultline.pipeline.colexpr import json_object, seconds_utc_us, with_iso_us
+from faultline.pipeline.colexpr import json_object, with_iso_us
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.records import COLUMN_EVENTS, FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.timeutil import in_range, parse_iso
 
 # joblog.STAMP_RE's stamp, in ASCII digits, followed by the one space it consumes
 _STAMP = (r"(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
@@ -107,8 +110,9 @@ class Lane:
     ints: tuple[str, ...] = ()  # groups read as integers
     host: bool = False  # group ``host`` is the event's host (else the file's)
     rank: bool = False  # group ``rank`` is the event's rank (else none)
-    # a group holding a zone-less time of the line's own (read in the file's zone):
-    # the lane takes lines of UTC files only, zoneinfo's rules stay with Python
+    # a group holding a zone-less time the line names (slurmstepd's local time): read
+    # in the file's zone by ``parse_iso`` itself, once per distinct (time, zone) of the
+    # batch (:func:`_local_times`): zoneinfo's rules stay with Python
     local_time: str | None = None
 
 
@@ -184,19 +188,34 @@ def _attrs(lane: str) -> pl.Expr:
     return json_object(fields)
 
 
-def _lane_rows(frame: pl.DataFrame, name: str, lane: Lane, checks: tuple, short: pl.Expr
-               ) -> pl.DataFrame:
+def _local_times(got: pl.DataFrame, column: str, zones: pl.Series) -> pl.DataFrame:
+    """``got`` with ``at_us``: the epoch us of its zone-less times ``column`` read in
+    their file's zone (``zones[file]``) as the general path reads them
+    (``parse_iso``, then ``in_range``; null where either refuses)."""
+    got = got.with_columns(zones.gather(got["file"]).alias("tz"))
+    pairs = got.select(column, "tz").unique()
+    values = []
+    for text, tz in pairs.iter_rows():
+        when = parse_iso(text, ZoneInfo(tz))
+        values.append(when[0] if when and in_range(when[0]) else None)
+    pairs = pairs.with_columns(pl.Series("at_us", values, dtype=pl.Int64))
+    return got.join(pairs, on=[column, "tz"], how="left", maintain_order="left")
+
+
+def _lane_rows(frame: pl.DataFrame, name: str, lane: Lane, checks: tuple, short: pl.Expr,
+               zones: pl.Series) -> pl.DataFrame:
     """The rows of ``frame`` (candidate lines) lane ``name`` takes, read: the stamp
     still as text (:func:`lane_frame` reads all lanes' at once)."""
     needles = earlier_needles(lane.rule_id, checks)
     keep = short & ~pl.col("line").str.contains_any(needles) if needles else short
-    cut = pl.col("line").str.contains(lane.anchor, literal=True)
-    got = (frame.filter(cut & pl.col("utc") if lane.local_time else cut)
+    got = (frame.filter(pl.col("line").str.contains(lane.anchor, literal=True))
            .with_columns(pl.col("line").str.extract_groups(lane.pattern).alias("g"))
            .filter(pl.col("g").struct.field("stamp").is_not_null() & keep)
            .unnest("g").with_columns(pl.col(c).cast(pl.Int64) for c in lane.ints))
-    if lane.local_time:  # zone-less, in a UTC file: null where parse_iso gives None
-        got = got.with_columns(seconds_utc_us(pl.col(lane.local_time)).alias("at_us"))
+    if lane.local_time and got.height:
+        got = _local_times(got, lane.local_time, zones)
+    elif lane.local_time:
+        got = got.with_columns(pl.lit(None, pl.Int64).alias("at_us"))
     return got.select(
         "file", "row", "line", "stamp", "utc", pl.lit(lane.kind).alias("kind"),
         (pl.col("host") if lane.host else pl.lit(None, pl.String)).alias("lane_host"),
@@ -207,7 +226,7 @@ def _lane_rows(frame: pl.DataFrame, name: str, lane: Lane, checks: tuple, short:
 
 
 def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.ndarray,
-               utc_local: np.ndarray) -> pl.DataFrame:
+               utc_local: np.ndarray, zones: Sequence[str] | None = None) -> pl.DataFrame:
     """The events of the candidate lines one of :data:`LANES` takes, one row each
     (:data:`FRAME_COLUMNS`), sorted by file (its index in ``batch``) and local row.
     ``hits`` are the batch's candidate rows (global, sorted), of which only those of
@@ -215,7 +234,8 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
     ``utc_local[k]`` says
     whether file ``k`` reads zone-less stamps as UTC (its zone is ``UTC``): other
     zones' zone-less stamps, like unreadable or out-of-range ones, leave the line to
-    the general path."""
+    the general path. ``zones[k]`` is file ``k``'s zone (``ctx.tz``; default: UTC),
+    for the times a line names (:attr:`Lane.local_time`)."""
     empty = pl.DataFrame(schema={"file": pl.Int64, "row": pl.Int64, "kind": pl.String,
                                  "ts": pl.Int64, "ts_quality": pl.String,
                                  "lane_host": pl.String, "rank": pl.Int32,
@@ -232,8 +252,9 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
         "utc": np.asarray(utc_local, dtype=bool)[file_of],
     })
     short = pl.col("line").str.len_chars() <= MAX_LINE
-    # one lazy query per lane, all collected at once: no lane's steps materialize
-    parts = [_lane_rows(frame, name, lane, checks, short) for name, lane in LANES.items()]
+    tz = pl.Series("tz", ["UTC"] * len(utc_local) if zones is None else list(zones),
+                   dtype=pl.String)
+    parts = [_lane_rows(frame, name, lane, checks, short, tz) for name, lane in LANES.items()]
     got = pl.concat(parts)
     if not got.height:
         return empty
