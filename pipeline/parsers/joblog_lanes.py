@@ -1,8 +1,8 @@
-"""Fast lanes of the job-log parser: the three line shapes that are most of its events.
+"""Fast lanes of the job-log parser: the five line shapes that are most of its events.
 
-A training job's logs are mostly routine, and most of their event lines are of three
-kinds, written by NCCL and PyTorch in one fixed shape each (``small`` x4: 188k
-of 199k job-log events, one line in four)::
+A training job's logs are mostly routine, and most of their event lines are of a few
+kinds, written by NCCL, PyTorch and Slurm in one fixed shape each (``small`` x4: 199k
+of 199k job-log events but 150, one line in four; the first three below 188k)::
 
     <stamp> gpu-027:213456:213516 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.37<0>
     <stamp> [rank216]:[E1030 10:29:55.756324000 ProcessGroupNCCL.cpp:632] [Rank 216] Watchdog
@@ -12,9 +12,14 @@ of 199k job-log events, one line in four)::
     <stamp> [rank216]:[E1030 10:29:55.756324000 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg)
         Rank 216] Exception (either an error or timeout) detected by watchdog at work:
         400000, last enqueued NCCL work: 400000, last completed NCCL work: 399999.
+    <stamp> slurmstepd: error: *** JOB 1274608 ON gpu-061 CANCELLED AT 2024-11-12T17:04:43
+        DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***
+    <stamp> E1124 01:45:17.546722 323471 torch/distributed/elastic/multiprocessing/api.py:869]
+        failed (exitcode: -6) local_rank: 0 (pid: 323472) of binary: /usr/bin/python3
 
-(shapes as in PyTorch's ``ProcessGroupNCCL.cpp`` and NCCL's ``bootstrap.cc``; real
-lines: tests/test_parse_joblog.py). The general path reads each such line with
+(shapes as in PyTorch's ``ProcessGroupNCCL.cpp`` and ``elastic/multiprocessing/api.py``,
+NCCL's ``bootstrap.cc`` and slurmstepd's; real lines: tests/test_parse_joblog.py and
+tests/test_joblog_lanes.py). The general path reads each such line with
 several Python regexes (prefixes, then every rule in order, then the kind's fields):
 about 16 us a line. Here one polars ``extract_groups`` per shape, over the candidate
 lines of the whole batch, takes every field at once, and the lanes' events are built
@@ -28,6 +33,7 @@ no spaces), and a line that also holds a literal of an earlier rule of
 path's prefixes, first matching rule and attributes are therefore determined, and the
 lane gives exactly them; a line whose stamp ``parse_iso`` would not read (or
 ``in_range`` refuse, or that needs a zone's rules) is left to the general path too
+(the zone-less time a cancel line names is read by ``parse_iso`` itself)
 (``tests/test_joblog_lanes.py`` checks both paths agree on
 every line shape, hostile variants included). Anything else (a labelled or
 unstamped file, a file without a host of its own, an odd variant) goes the general way.
