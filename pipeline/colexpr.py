@@ -118,13 +118,23 @@ def json_ascii(text: pl.Expr) -> pl.Expr:
 
 
 def json_object(fields: dict[str, tuple[str, pl.Expr]]) -> pl.Expr:
-    """``json.dumps(d, sort_keys=True)`` of a dict of non-null values, given as
-    key -> ("str" | "int", expression): a string is escaped (:func:`json_ascii`), an
-    integer written as Python's ``str`` writes it. Keys are plain ASCII names."""
+    """``json.dumps(d, sort_keys=True)`` of a dict, given as key -> (kind, expression):
+    kind ``"str"`` is escaped (:func:`json_ascii`), ``"int"`` written as Python's
+    ``str`` writes it; a trailing ``?`` (``"int?"``) writes a null value as ``null``
+    (``d[key] = None``), a trailing ``-`` leaves the key out where the value is null
+    (no such key in ``d``; never the first key). Keys are plain ASCII names."""
     parts: list[pl.Expr | str] = []
     for n, key in enumerate(sorted(fields)):
         kind, expr = fields[key]
-        parts.append(pl.lit(("{" if n == 0 else ", ") + f'"{key}": '))
-        parts.append(json_ascii(expr) if kind == "str" else expr.cast(pl.Int64).cast(pl.String))
+        base = kind.rstrip("?-")
+        value = json_ascii(expr) if base == "str" else expr.cast(pl.Int64).cast(pl.String)
+        head = pl.lit(("{" if n == 0 else ", ") + f'"{key}": ')
+        if kind.endswith("-"):
+            if n == 0:
+                raise ValueError(f"an optional key cannot come first: {key}")
+            parts.append(pl.concat_str(head, value).fill_null(""))
+            continue
+        parts.append(head)
+        parts.append(value.fill_null("null") if kind.endswith("?") else value)
     parts.append(pl.lit("}"))
     return pl.concat_str(parts)

@@ -46,6 +46,14 @@ WATCH = (f"{T0} [rank27]:[E701 12:10:00.523400000 ProcessGroupNCCL.cpp:632] [Ran
 PROG = (f"{T0} [rank1]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 "
         "(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog "
         "at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.")
+# real lines of small x4 (slurmstepd's and torch elastic's own wordings)
+CANCEL = (f"{T0} slurmstepd: error: *** STEP 1276042.0 ON gpu-039 CANCELLED AT "
+          "2024-07-01T12:00:02 ***")
+CANCEL_DUE = (f"{T0} slurmstepd: error: *** JOB 1274608 ON gpu-061 CANCELLED AT "
+              "2024-07-01T12:00:02 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")
+ELASTIC = (f"{T0} E1124 01:45:17.546722 323471 torch/distributed/elastic/multiprocessing/"
+           "api.py:869] failed (exitcode: -6) local_rank: 0 (pid: 323472) of binary: "
+           "/usr/bin/python3")
 
 # (id, line, whether a lane takes it)
 CASES = [
@@ -81,6 +89,29 @@ CASES = [
     ("progress_timeout", PROG.replace("Exception (either an error or timeout) detected by "
                                       "watchdog at work", "Timeout at NCCL work"), False),
     ("progress_too_long", PROG[:-1] + " " + "x" * 1200 + ".", False),
+    ("cancel_step", CANCEL, True),
+    ("cancel_job_due", CANCEL_DUE, True),
+    ("cancel_due_no_see", CANCEL_DUE.replace(", SEE SLURMCTLD LOG FOR DETAILS", ""), True),
+    ("cancel_due_two_spaces", CANCEL_DUE.replace("NODE FAILURE", "TIME  LIMIT"), True),
+    ("cancel_due_one_letter", CANCEL_DUE.replace("NODE FAILURE", "X"), False),
+    ("cancel_due_lowercase", CANCEL_DUE.replace("DUE TO", "DUE to"), False),
+    ("cancel_no_such_day", CANCEL.replace("T12:00:02", "T24:00:02"), True),
+    ("cancel_at_out_of_range", CANCEL.replace("AT 2024-", "AT 1969-"), True),
+    ("cancel_at_zoned", CANCEL.replace("T12:00:02", "T12:00:02Z"), False),
+    ("cancel_no_host", CANCEL.replace("ON gpu-039 ", ""), False),
+    ("cancel_host_later_rules_literal", CANCEL.replace("gpu-039", "ncclSystemError"), True),
+    ("cancel_srun_prefix", CANCEL.replace("slurmstepd: ", "slurmstepd-gpu-039: "), False),
+    ("cancel_rank_prefix", CANCEL.replace("slurmstepd", "[rank3]:slurmstepd"), False),
+    ("elastic_failed", ELASTIC, True),
+    ("elastic_failed_positive", ELASTIC.replace("exitcode: -6", "exitcode: 1"), True),
+    ("elastic_failed_unknown_signal", ELASTIC.replace("exitcode: -6", "exitcode: -99"), True),
+    ("elastic_failed_sigkill", ELASTIC.replace("exitcode: -6", "exitcode: -9"), True),
+    ("elastic_failed_minus_zero", ELASTIC.replace("exitcode: -6", "exitcode: -0"), True),
+    ("elastic_failed_no_binary", ELASTIC.split(" of binary")[0], False),
+    ("elastic_failed_binary_rule_literal", ELASTIC + "/ChildFailedError", True),
+    ("elastic_failed_binary_later_rules_literal", ELASTIC + "/ncclInternalError", True),
+    ("elastic_failed_nccl_prefix", ELASTIC.replace("E1124 ", "n1:5:6 [7] E1124 "), False),
+    ("elastic_failed_arabic_digits", ELASTIC.replace("pid: 323472", "pid: \u0663"), False),
 ]
 ROUTINE = [f"{T0} [rank0]:step 12 ok"] * (joblog.SMALL_FILE_LINES + 8)
 
@@ -143,6 +174,22 @@ def test_a_zone_less_stamp_takes_a_lane_only_in_utc(tz):
     assert (len(ROUTINE) in _lane_rows(lines, tz == "UTC")) is (tz == "UTC")
 
 
+
+@pytest.mark.parametrize("tz", ["UTC", "America/Los_Angeles", "Europe/Berlin"])
+@pytest.mark.parametrize("at", ["2024-07-01T12:00:02", "2024-03-10T02:30:00",  # LA's gap
+                                "2024-11-03T01:30:00", "2024-10-27T02:30:00",  # folds
+                                "2024-02-30T01:00:00", "1999-12-31T23:30:00"])
+def test_a_cancel_lines_local_time_reads_in_the_files_zone(tz, at):
+    lines = [*ROUTINE, CANCEL.replace("2024-07-01T12:00:02", at), *ROUTINE[:3]]
+    ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
+    fast, slow = _both(lines, ctx)
+    assert fast == slow
+    batch = LineBatch([lines])
+    hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
+    frame = joblog_lanes.lane_frame(batch, hits, joblog._RULE_CHECKS, np.array([True]),
+                                    np.array([tz == "UTC"]), [tz])
+    assert frame["row"].to_list() == [len(ROUTINE)]
+
 def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
     files = [([*ROUTINE[:k], BOOT, WATCH, PROG, *ROUTINE[:5]],
               ParseContext(path=f"jobs/1/n{k}.log", host=f"n{k}", job_id="1"))
@@ -172,8 +219,8 @@ def test_a_file_without_collector_stamps_takes_the_general_path():
 
 
 def test_every_rule_before_a_lane_has_literals():
-    for _kind, (_pattern, rule_id, _ints) in joblog_lanes.LANES.items():
-        assert joblog_lanes.earlier_needles(rule_id, joblog._RULE_CHECKS) is not None
+    for lane in joblog_lanes.LANES.values():
+        assert joblog_lanes.earlier_needles(lane.rule_id, joblog._RULE_CHECKS) is not None
 
 
 # --- the batch's tables: columns and the per-line path give the same rows -----------------
@@ -304,6 +351,54 @@ def test_lane_lines_with_hostile_fields_agree_with_the_general_path(shapes):
     files, events = _tables([_item("jobs/81234/node0007.log", lines)])
     assert (files, events) == _tables([_item("jobs/81234/node0007.log", lines)],
                                       general=True)
+
+
+# a reason as slurmstepd might word it, hostile: commas, stars, runs of spaces
+DUE = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ ,*", min_size=1, max_size=30)
+AT = st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\Z",
+                   fullmatch=True)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(AT, DUE, ADDRESS, st.integers(-70, 300)), min_size=1, max_size=6),
+       st.sampled_from(["UTC", "Europe/Berlin"]))
+def test_cancel_and_exit_lines_with_hostile_fields_agree_with_the_general_path(shapes, tz):
+    lines = list(ROUTINE)
+    for at, due, binary, code in shapes:
+        lines.append(CANCEL_DUE.replace("2024-07-01T12:00:02", at)
+                     .replace("NODE FAILURE", due))
+        lines.append(CANCEL.replace("2024-07-01T12:00:02", at))
+        lines.append(ELASTIC.replace("/usr/bin/python3", binary)
+                     .replace("exitcode: -6", f"exitcode: {code}"))
+    ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
+    fast, slow = _both(lines, ctx)
+    assert fast == slow
+    assert set(range(len(ROUTINE), len(lines))) == _lane_rows(lines, tz == "UTC") | {
+        r for r in range(len(ROUTINE), len(lines), 3) if "DUE TO" in lines[r]}
+    item = _item("jobs/81234/node0007.log", lines)
+    settings_ = IngestSettings(tz=tz)
+    assert _tables([item], settings_) == _tables([item], settings_, general=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), ASCII),
+                          st.one_of(st.none(), st.integers(-2**62, 2**62))),
+                min_size=1, max_size=20))
+def test_json_object_writes_nulls_and_leaves_out_missing_keys_as_json_dumps(values):
+    frame = pl.DataFrame(values, schema={"s": pl.String, "i": pl.Int64}, orient="row")
+    got = frame.select(colexpr.json_object({
+        "a": ("int?", pl.col("i")), "b": ("str-", pl.col("s")), "c": ("str?", pl.col("s")),
+        "d": ("int-", pl.col("i")),
+    }).alias("j"))["j"].to_list()
+    want = []
+    for text, num in values:
+        d = {"a": num, "c": text}
+        if text is not None:
+            d["b"] = text
+        if num is not None:
+            d["d"] = num
+        want.append(json.dumps(d, sort_keys=True))
+    assert got == want
 
 
 # --- stamps: the expressions read what parse_iso reads ------------------------------------

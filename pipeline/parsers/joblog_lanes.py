@@ -1,8 +1,8 @@
-"""Fast lanes of the job-log parser: the three line shapes that are most of its events.
+"""Fast lanes of the job-log parser: the five line shapes that are most of its events.
 
-A training job's logs are mostly routine, and most of their event lines are of three
-kinds, written by NCCL and PyTorch in one fixed shape each (``small`` x4: 188k
-of 199k job-log events, one line in four)::
+A training job's logs are mostly routine, and most of their event lines are of a few
+kinds, written by NCCL, PyTorch and Slurm in one fixed shape each (``small`` x4: 199k
+of 199k job-log events but 150, one line in four; the first three below 188k)::
 
     <stamp> gpu-027:213456:213516 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.37<0>
     <stamp> [rank216]:[E1030 10:29:55.756324000 ProcessGroupNCCL.cpp:632] [Rank 216] Watchdog
@@ -12,9 +12,14 @@ of 199k job-log events, one line in four)::
     <stamp> [rank216]:[E1030 10:29:55.756324000 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg)
         Rank 216] Exception (either an error or timeout) detected by watchdog at work:
         400000, last enqueued NCCL work: 400000, last completed NCCL work: 399999.
+    <stamp> slurmstepd: error: *** JOB 1274608 ON gpu-061 CANCELLED AT 2024-11-12T17:04:43
+        DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***
+    <stamp> E1124 01:45:17.546722 323471 torch/distributed/elastic/multiprocessing/api.py:869]
+        failed (exitcode: -6) local_rank: 0 (pid: 323472) of binary: /usr/bin/python3
 
-(shapes as in PyTorch's ``ProcessGroupNCCL.cpp`` and NCCL's ``bootstrap.cc``; real
-lines: tests/test_parse_joblog.py). The general path reads each such line with
+(shapes as in PyTorch's ``ProcessGroupNCCL.cpp`` and ``elastic/multiprocessing/api.py``,
+NCCL's ``bootstrap.cc`` and slurmstepd's; real lines: tests/test_parse_joblog.py and
+tests/test_joblog_lanes.py). The general path reads each such line with
 several Python regexes (prefixes, then every rule in order, then the kind's fields):
 about 16 us a line. Here one polars ``extract_groups`` per shape, over the candidate
 lines of the whole batch, takes every field at once, and the lanes' events are built
@@ -28,6 +33,7 @@ no spaces), and a line that also holds a literal of an earlier rule of
 path's prefixes, first matching rule and attributes are therefore determined, and the
 lane gives exactly them; a line whose stamp ``parse_iso`` would not read (or
 ``in_range`` refuse, or that needs a zone's rules) is left to the general path too
+(the zone-less time a cancel line names is read by ``parse_iso`` itself)
 (``tests/test_joblog_lanes.py`` checks both paths agree on
 every line shape, hostile variants included). Anything else (a labelled or
 unstamped file, a file without a host of its own, an odd variant) goes the general way.
@@ -36,6 +42,10 @@ unstamped file, a file without a host of its own, an odd variant) goes the gener
 from __future__ import annotations
 
 import json
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import polars as pl
@@ -43,6 +53,7 @@ import polars as pl
 from faultline.pipeline.colexpr import json_object, with_iso_us
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.records import COLUMN_EVENTS, FileParse, ParseContext, ParsedEvent
+from faultline.pipeline.timeutil import in_range, parse_iso
 
 # joblog.STAMP_RE's stamp, in ASCII digits, followed by the one space it consumes
 _STAMP = (r"(?P<stamp>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
@@ -73,22 +84,62 @@ PROGRESS = (
     rf"(?P<work>{_INT}), last enqueued NCCL work: (?P<enq>{_INT}), "
     rf"last completed NCCL work: (?P<done>{_INT})\.$"
 )
+# slurmstepd's cancellation (``*** JOB 12 ON gpu-1 CANCELLED AT <local time> ***``,
+# Slurm's src/slurmd/slurmstepd/req.c), with or without ``DUE TO <reason>``
+CANCELLED = (
+    "^" + _STAMP
+    + r"slurmstepd: error: \*\*\* (?P<scope>JOB|STEP) (?P<job>[0-9][0-9.]{0,30})"
+    r" ON (?P<host>[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}) CANCELLED AT"
+    r" (?P<at>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?: DUE TO (?P<due>[A-Z][A-Z ]{0,62}[A-Z])(?:, SEE SLURMCTLD LOG FOR DETAILS)?)?"
+    r" \*\*\*$"
+)
+# torch elastic's agent on a worker's death (torch/distributed/elastic/multiprocessing/api.py)
+ELASTIC_FAILED = (
+    "^" + _STAMP
+    + r"[EWIF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})? [0-9]{1,18}"
+    r" [A-Za-z0-9_./\-]{1,200}\.py:[0-9]{1,6}\] failed \(exitcode: (?P<code>-?[0-9]{1,9})\)"
+    rf" local_rank: (?P<lr>[0-9]{{1,9}}) \(pid: (?P<pid>{_INT})\)"
+    r" of binary: (?P<bin>[!-~]{1,200})$"
+)
 MAX_LINE = 1000  # well under joblog.MESSAGE_LIMIT and the 400-character prefix window
 
-# lane id -> (pattern, the rule that decides its lines, integer fields)
-LANES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "nccl_bootstrap": (BOOTSTRAP, "nccl.bootstrap", ("pid", "tid", "dev")),
-    "nccl_watchdog": (WATCHDOG, "c10d.watchdog_timeout",
-                      ("rank", "seq", "nin", "nout", "tmo", "ran")),
-    "nccl_watchdog_progress": (PROGRESS, "c10d.watchdog_progress",
-                               ("rank", "work", "enq", "done")),
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One line shape a lane takes: the rule that decides its lines and how to read it."""
+
+    kind: str  # its events' kind
+    rule_id: str
+    pattern: str  # the whole line, named groups (``stamp`` first)
+    anchor: str  # a literal every line it takes holds: a cheap first cut of the rows
+    ints: tuple[str, ...] = ()  # groups read as integers
+    host: bool = False  # group ``host`` is the event's host (else the file's)
+    rank: bool = False  # group ``rank`` is the event's rank (else none)
+    # a group holding a zone-less time the line names (slurmstepd's local time): read
+    # in the file's zone by ``parse_iso`` itself, once per distinct (time, zone) of the
+    # batch (:func:`_local_times`): zoneinfo's rules stay with Python
+    local_time: str | None = None
+
+
+LANES: dict[str, Lane] = {
+    "nccl_bootstrap": Lane("nccl_bootstrap", "nccl.bootstrap", BOOTSTRAP,
+                           " NCCL INFO Bootstrap", ("pid", "tid", "dev"), host=True),
+    "nccl_watchdog": Lane(
+        "nccl_watchdog", "c10d.watchdog_timeout", WATCHDOG,
+        "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+        ("rank", "seq", "nin", "nout", "tmo", "ran"), rank=True),
+    "nccl_watchdog_progress": Lane(
+        "nccl_watchdog_progress", "c10d.watchdog_progress", PROGRESS,
+        "] Exception (either an error or timeout) detected by watchdog",
+        ("rank", "work", "enq", "done"), rank=True),
+    "job_cancelled": Lane("job_cancelled", "slurm.job_cancelled", CANCELLED,
+                          "slurmstepd: error: *** ", host=True, local_time="at"),
+    "elastic_failed": Lane("process_exit", "elastic.failed", ELASTIC_FAILED,
+                           "] failed (exitcode: ", ("code", "lr", "pid")),
 }
-# A literal every line of a lane holds: a cheap first cut of the rows its regex reads
-ANCHORS: dict[str, str] = {
-    "nccl_bootstrap": " NCCL INFO Bootstrap",
-    "nccl_watchdog": "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
-    "nccl_watchdog_progress": "] Exception (either an error or timeout) detected by watchdog",
-}
+# exit code -> the signal that killed the process (joblog_rules._signal_name's)
+_SIGNALS = {-sig.value: sig.name for sig in signal.Signals}
 
 def earlier_needles(rule_id: str, checks: tuple) -> list[str]:
     """The literals of every rule before ``rule_id`` in ``checks`` (joblog's
@@ -108,29 +159,80 @@ FRAME_COLUMNS = ("file", "row", "kind", "ts", "ts_quality", "lane_host", "rank",
                  "attrs")
 
 
-def _attrs(kind: str) -> pl.Expr:
+def _attrs(lane: str) -> pl.Expr:
     """The attrs JSON of a lane's event: ``json.dumps(attrs, sort_keys=True)`` of the
-    dict the general path builds for that rule (joblog's ``_attrs_*`` and ``classify``)."""
+    dict the general path builds for that rule (joblog_rules' ``_attrs_*`` and
+    ``classify``)."""
     c = pl.col
-    if kind == "nccl_bootstrap":
+    if lane == "nccl_bootstrap":
         fields = {"rule": ("str", pl.lit("nccl.bootstrap")), "ifname": ("str", c("ifname")),
                   "address": ("str", c("address")), "pid": ("int", c("pid")),
                   "tid": ("int", c("tid")), "cuda_dev": ("int", c("dev"))}
-    elif kind == "nccl_watchdog":
+    elif lane == "nccl_watchdog":
         fields = {"rule": ("str", pl.lit("c10d.watchdog_timeout")),
                   "seq_num": ("int", c("seq")), "op_type": ("str", c("op")),
                   "numel_in": ("int", c("nin")), "numel_out": ("int", c("nout")),
                   "timeout_ms": ("int", c("tmo")), "ran_ms": ("int", c("ran"))}
-    else:
+    elif lane == "nccl_watchdog_progress":
         fields = {"rule": ("str", pl.lit("c10d.watchdog_progress")),
                   "what": ("str", pl.lit("exception")), "work": ("int", c("work")),
                   "last_enqueued": ("int", c("enq")), "last_completed": ("int", c("done")),
                   "pg": ("str", c("pg"))}
+    elif lane == "job_cancelled":
+        fields = {"rule": ("str", pl.lit("slurm.job_cancelled")),
+                  "scope": ("str", pl.when(c("scope") == "JOB").then(pl.lit("job"))
+                            .otherwise(pl.lit("step"))),
+                  "slurm_job": ("str", c("job")), "cancelled_at": ("int?", c("at_us")),
+                  "due_to": ("str?", c("due"))}
+    else:
+        fields = {"rule": ("str", pl.lit("elastic.failed")), "exitcode": ("int", c("code")),
+                  "local_rank": ("int", c("lr")), "pid": ("int", c("pid")),
+                  "binary": ("str", c("bin")),
+                  "signal": ("str-", c("code").replace_strict(
+                      list(_SIGNALS), list(_SIGNALS.values()), default=None,
+                      return_dtype=pl.String))}
     return json_object(fields)
 
 
+def _local_times(got: pl.DataFrame, column: str, zones: pl.Series) -> pl.DataFrame:
+    """``got`` with ``at_us``: the epoch us of its zone-less times ``column`` read in
+    their file's zone (``zones[file]``) as the general path reads them
+    (``parse_iso``, then ``in_range``; null where either refuses)."""
+    got = got.with_columns(zones.gather(got["file"]).alias("tz"))
+    pairs = got.select(column, "tz").unique()
+    values = []
+    for text, tz in pairs.iter_rows():
+        when = parse_iso(text, ZoneInfo(tz))
+        values.append(when[0] if when and in_range(when[0]) else None)
+    pairs = pairs.with_columns(pl.Series("at_us", values, dtype=pl.Int64))
+    return got.join(pairs, on=[column, "tz"], how="left", maintain_order="left")
+
+
+def _lane_rows(frame: pl.DataFrame, name: str, lane: Lane, checks: tuple, short: pl.Expr,
+               zones: pl.Series) -> pl.DataFrame:
+    """The rows of ``frame`` (candidate lines) lane ``name`` takes, read: the stamp
+    still as text (:func:`lane_frame` reads all lanes' at once)."""
+    needles = earlier_needles(lane.rule_id, checks)
+    keep = short & ~pl.col("line").str.contains_any(needles) if needles else short
+    got = (frame.filter(pl.col("line").str.contains(lane.anchor, literal=True))
+           .with_columns(pl.col("line").str.extract_groups(lane.pattern).alias("g"))
+           .filter(pl.col("g").struct.field("stamp").is_not_null() & keep)
+           .unnest("g").with_columns(pl.col(c).cast(pl.Int64) for c in lane.ints))
+    if lane.local_time and got.height:
+        got = _local_times(got, lane.local_time, zones)
+    elif lane.local_time:
+        got = got.with_columns(pl.lit(None, pl.Int64).alias("at_us"))
+    return got.select(
+        "file", "row", "line", "stamp", "utc", pl.lit(lane.kind).alias("kind"),
+        (pl.col("host") if lane.host else pl.lit(None, pl.String)).alias("lane_host"),
+        (pl.col("rank").cast(pl.Int32) if lane.rank else pl.lit(None, pl.Int32))
+        .alias("rank"),
+        _attrs(name).alias("attrs"),
+    )
+
+
 def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.ndarray,
-               utc_local: np.ndarray) -> pl.DataFrame:
+               utc_local: np.ndarray, zones: Sequence[str] | None = None) -> pl.DataFrame:
     """The events of the candidate lines one of :data:`LANES` takes, one row each
     (:data:`FRAME_COLUMNS`), sorted by file (its index in ``batch``) and local row.
     ``hits`` are the batch's candidate rows (global, sorted), of which only those of
@@ -138,7 +240,8 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
     ``utc_local[k]`` says
     whether file ``k`` reads zone-less stamps as UTC (its zone is ``UTC``): other
     zones' zone-less stamps, like unreadable or out-of-range ones, leave the line to
-    the general path."""
+    the general path. ``zones[k]`` is file ``k``'s zone (``ctx.tz``; default: UTC),
+    for the times a line names (:attr:`Lane.local_time`)."""
     empty = pl.DataFrame(schema={"file": pl.Int64, "row": pl.Int64, "kind": pl.String,
                                  "ts": pl.Int64, "ts_quality": pl.String,
                                  "lane_host": pl.String, "rank": pl.Int32,
@@ -155,27 +258,13 @@ def lane_frame(batch: LineBatch, hits: np.ndarray, checks: tuple, eligible: np.n
         "utc": np.asarray(utc_local, dtype=bool)[file_of],
     })
     short = pl.col("line").str.len_chars() <= MAX_LINE
-    parts = []
-    for kind, (pattern, rule_id, ints) in LANES.items():
-        needles = earlier_needles(rule_id, checks)
-        keep = short & ~pl.col("line").str.contains_any(needles) if needles else short
-        got = frame.filter(pl.col("line").str.contains(ANCHORS[kind], literal=True))
-        got = got.with_columns(pl.col("line").str.extract_groups(pattern).alias("g")).filter(
-            pl.col("g").struct.field("stamp").is_not_null() & keep)
-        if not got.height:
-            continue
-        got = got.unnest("g").with_columns(pl.col(c).cast(pl.Int64) for c in ints)
-        parts.append(got.select(
-            "file", "row", "line", "stamp", "utc", pl.lit(kind).alias("kind"),
-            (pl.col("host") if kind == "nccl_bootstrap" else pl.lit(None, pl.String))
-            .alias("lane_host"),
-            (pl.lit(None, pl.Int32) if kind == "nccl_bootstrap"
-             else pl.col("rank").cast(pl.Int32)).alias("rank"),
-            _attrs(kind).alias("attrs"),
-        ))
-    if not parts:
+    tz = pl.Series("tz", ["UTC"] * len(utc_local) if zones is None else list(zones),
+                   dtype=pl.String)
+    parts = [_lane_rows(frame, name, lane, checks, short, tz) for name, lane in LANES.items()]
+    got = pl.concat(parts)
+    if not got.height:
         return empty
-    got = with_iso_us(pl.concat(parts), "stamp", "utc").filter(pl.col("ts").is_not_null())
+    got = with_iso_us(got, "stamp", "utc").filter(pl.col("ts").is_not_null())
     return got.select(
         "file", "row", "kind", "ts",
         pl.when(pl.col("zoned")).then(pl.lit("exact")).otherwise(pl.lit("assumed_tz"))

@@ -38,10 +38,9 @@ import numpy as np
 import polars as pl
 
 from faultline.pipeline.linebatch import LineBatch
-from faultline.pipeline.parsers.joblog import (
-    MESSAGE_LIMIT,
+from faultline.pipeline.parsers.joblog_lines import MESSAGE_LIMIT, cap
+from faultline.pipeline.parsers.joblog_traceback import (
     TRACEBACK_OPEN,
-    cap,
     collect_traceback,
     traceback_event,
 )
