@@ -22,6 +22,14 @@ the fork (about 0.25 CPU s). Before its first fork the server counts the threads
 its process (``/proc/self/task``) and, if there is more than one, exits without
 forking: the clients then start Beam's stock worker (slower, same tables).
 
+The pipeline too. A local multi-worker run's driver does not import Beam at all
+(about 1 CPU s, before the parse could start): it asks the server, on the same socket
+and with the same checks, for a process that runs the whole pipeline
+(:func:`faultline.pipeline.beamrun.run_job`, the FnApiRunner the driver would have run,
+with this server's worker command), forked like a worker. The server stays one thread:
+it forks that process, then the workers whose clients that process's runner starts.
+The driver waits for its exit and reads its outcome from a JSON file it named.
+
 Lifetime. The server reads its stdin, a pipe from the driver: end of file (the
 driver stopped it, or died, even by ``kill -9``) makes it kill the workers still
 running, remove its directory and exit. A worker dies with the server
@@ -60,6 +68,8 @@ PRELOAD = ("apache_beam.runners.worker.sdk_worker_main", "apache_beam.io.parquet
 # the server's environment: native libraries loaded at import start no thread
 THREADLESS = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 FORKED = "forked"  # a line per worker forked, with its pid (tests read it)
+PIPELINE = "pipeline"  # the same for the pipeline's process
+LOST = -1  # fork_pipeline: the server went away before its child ended
 READY = "ready"  # created once the imports are done and the threads counted
 STOP_WAIT_S = 5.0
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -162,17 +172,41 @@ class ForkServer:
         return True
 
     def command(self) -> str:
-        """The worker command line for Beam (run by ``sh -c``): the client, without site
-        packages, ignoring SIGINT from its first instruction on (:data:`IGNORE_INT`)."""
-        return IGNORE_INT + shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
-                                        str(self.directory)])
+        """The worker command line for Beam (:func:`worker_command`)."""
+        return worker_command(self.directory)
+
+    def fork_pipeline(self, job: dict[str, Any], result: Path) -> int | None:
+        """Have the server fork a process that runs the pipeline ``job`` describes
+        (:func:`faultline.pipeline.beamrun.run_job`) with this process's environment and
+        stdio, and wait for it: its exit code (its outcome is in ``result``), :data:`LOST`
+        if the server went away first, or None if the server would not fork it (not
+        running, refused to fork). Interrupted (Ctrl-C), the connection closes and the
+        server kills the process."""
+        asked = forkclient.request(str(self.directory), {
+            "kind": "pipeline", "job": job, "result": str(result)})
+        if asked is None:
+            return None
+        sock, replies, _pid = asked
+        with sock, replies:
+            try:
+                line = replies.readline()
+            except OSError:
+                line = b""
+        return int(line.split()[1]) if line.startswith(b"exit ") else LOST
 
     def forked(self) -> list[int]:
         """The pids of the workers forked so far (all of them, once stopped)."""
         if self._forked is not None:
             return self._forked
+        return self._pids(FORKED)
+
+    def pipelines(self) -> list[int]:
+        """The pids of the pipeline processes forked so far (read while running)."""
+        return self._pids(PIPELINE)
+
+    def _pids(self, name: str) -> list[int]:
         try:
-            return [int(n) for n in (self.directory / FORKED).read_text().split()]
+            return [int(n) for n in (self.directory / name).read_text().split()]
         except FileNotFoundError:
             return []
 
@@ -202,6 +236,14 @@ class ForkServer:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def worker_command(directory: Path) -> str:
+    """The worker command line for Beam (run by ``sh -c``) of the server in
+    ``directory``: the client, without site packages, ignoring SIGINT from its first
+    instruction on (:data:`IGNORE_INT`)."""
+    return IGNORE_INT + shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
+                                    str(directory)])
 
 
 # --- the server process -------------------------------------------------------------
@@ -320,17 +362,19 @@ class _Loop:
         sys.stdout.flush()
         sys.stderr.flush()
         server = os.getpid()
+        pipeline = request.get("kind") == "pipeline"
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 self._close_inherited(conn)
-                code = _be_worker(server, request, fds)
+                code = (_be_pipeline(server, self.directory, request, fds) if pipeline
+                        else _be_worker(server, request, fds))
             finally:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
-        with (self.directory / FORKED).open("a") as f:
+        with (self.directory / (PIPELINE if pipeline else FORKED)).open("a") as f:
             f.write(f"{pid}\n")
         pidfd = os.pidfd_open(pid)
         self.workers[pidfd] = (pid, conn)
@@ -368,17 +412,16 @@ class _Loop:
         conn.close()
 
 
-def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
-    """Turn this fresh fork into Beam's SDK worker with the client's environment and
-    stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
+def _become_client(server: int, request: dict[str, Any], fds: list[int]) -> bool:
+    """In a fresh fork: die with the server, take the client's stdio, working
+    directory and environment, leave Ctrl-C to the driver. False if the server died
+    already."""
     import ctypes
-    import logging
-    import traceback
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != server:  # the server died before the line above
-        return 1
+        return False
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -388,6 +431,42 @@ def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's (IGNORE_INT)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    return True
+
+
+def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
+                 fds: list[int]) -> int:
+    """Run the driver's pipeline in this fresh fork (module doc), its workers forked
+    by the server; write the outcome (``{"ok"}``, or the error's message and whether it
+    was a Ctrl-C Beam wrapped) to the file the driver named. Exit 0, or 1 on failure."""
+    import logging
+    import traceback
+
+    if not _become_client(server, request, fds):
+        return 1
+    from faultline.pipeline import beamrun
+
+    try:
+        beamrun.run_job(beamrun.Job.from_json(request["job"]), worker_command(directory))
+        outcome: dict[str, Any] = {"ok": True}
+    except BaseException as exc:  # the driver raises it; the traceback goes to beam.log
+        traceback.print_exc()
+        outcome = {"ok": False, "error": str(exc), "interrupt": beamrun.is_interrupt(exc)}
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    Path(request["result"]).write_text(json.dumps(outcome))
+    return 0 if outcome["ok"] else 1
+
+
+def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
+    """Turn this fresh fork into Beam's SDK worker with the client's environment and
+    stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
+    import logging
+    import traceback
+
+    if not _become_client(server, request, fds):
+        return 1
     from apache_beam.runners.worker import sdk_worker_main
 
     sys.argv = [sdk_worker_main.__file__]
