@@ -141,8 +141,11 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
     job = Job(listing, settings, staging.uri, runner, workers, tuple(beam_opts), batch_size)
     done = _progress_from_shards(staging.local, len(paths), progress)
     try:
+        # a server still importing is waited for (its clients would wait too); one that
+        # will not fork exits, and the driver runs the pipeline itself
         if (fork_server is not None and forkserver.wanted(runner, workers, beam_opts)
-                and fork_server.alive() and _run_on_server(job, staging, fork_server)):
+                and fork_server.ready(forkclient.CONNECT_TIMEOUT_S)
+                and _run_on_server(job, staging, fork_server)):
             return
         with _worker_command(runner, workers, beam_opts, fork_server) as command, \
                 _beam_output_to(staging.local / BEAM_LOG):

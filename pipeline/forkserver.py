@@ -125,6 +125,7 @@ class ForkServer:
         self._log = log  # the server's stderr: never the terminal (Beam warns at import)
         self._log_text: str | None = None
         self._forked: list[int] | None = None  # read at stop, before the directory goes
+        self._pipelines: list[int] | None = None  # the same
 
     @classmethod
     def start(cls, preload: tuple[str, ...] = PRELOAD) -> ForkServer | None:
@@ -201,7 +202,9 @@ class ForkServer:
         return self._pids(FORKED)
 
     def pipelines(self) -> list[int]:
-        """The pids of the pipeline processes forked so far (read while running)."""
+        """The pids of the pipeline processes forked so far (all of them, once stopped)."""
+        if self._pipelines is not None:
+            return self._pipelines
         return self._pids(PIPELINE)
 
     def _pids(self, name: str) -> list[int]:
@@ -213,7 +216,7 @@ class ForkServer:
     def stop(self) -> None:
         """End the server (and any worker still running); idempotent."""
         if self._forked is None:
-            self._forked = self.forked()
+            self._forked, self._pipelines = self.forked(), self.pipelines()
         if not (self.directory / READY).exists():
             # still importing (a run that turned out to need one worker): it has forked
             # nothing, and waiting for its imports to end would only cost time
