@@ -14,7 +14,7 @@ On a local multi-worker run with a fork server the driver does not import Beam (
 rest of the pipeline's inputs to the server as JSON (:class:`Job`) and waits while a
 process forked from the server, which has Beam imported, runs :func:`run_job`, the
 pipeline the driver would have run, on workers forked from the same server
-(:meth:`faultline.pipeline.forkserver.ForkServer.fork_pipeline`). Where the server
+(:class:`faultline.pipeline.forkserver.PipelineProcess`). Where the server
 cannot (not running, would not fork), the driver runs :func:`run_job` itself, with
 the same options and the same tables. Beam is imported here only by the functions
 that run it.
@@ -177,7 +177,9 @@ def _run_on_server(job: Job, staging: Staging, server: forkserver.ForkServer) ->
     result = staging.local / RESULT
     result.unlink(missing_ok=True)
     with _beam_output_to(staging.local / BEAM_LOG):
-        code = server.fork_pipeline(job.to_json(), result)
+        pipeline = server.take_pipeline()
+        code = None if pipeline is None else pipeline.run(job.to_json(), result,
+                                                          staging.local / BEAM_LOG)
         if code is None:
             return False
         try:

@@ -65,24 +65,49 @@ def request(directory: str, extra: dict | None = None
     working directory and stdio (and ``extra`` fields: what kind of fork): the
     connection, its replies and the child's pid once forked, or None when there is no
     server, or it would not fork."""
+    sent = send(directory, extra)
+    if sent is None:
+        return None
+    sock, replies = sent
+    pid = confirmed(sock, replies)
+    return None if pid is None else (sock, replies, pid)
+
+
+def send(directory: str, extra: dict | None = None, fds: tuple[int, int, int] = (0, 1, 2)
+         ) -> tuple[socket.socket, BinaryIO] | None:
+    """Send the request (``fds`` as the child's stdin, stdout and stderr) without
+    waiting for the fork (:func:`confirmed`: a server still importing answers once it
+    is done); None when there is no server to ask."""
     try:
         with open(os.path.join(directory, TOKEN)) as f:  # noqa: PTH118, PTH123 (stdlib only, fast)
             token = f.read().strip()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(os.path.join(directory, SOCKET))  # noqa: PTH118
         body = json.dumps({**(extra or {}), "token": token, "env": dict(os.environ),
                            "cwd": os.getcwd()}).encode()  # noqa: PTH109
-        socket.send_fds(sock, [struct.pack(">I", len(body)) + body], [0, 1, 2])
-        replies = sock.makefile("rb")  # one reader: "exit" may come right after "pid"
+        socket.send_fds(sock, [struct.pack(">I", len(body)) + body], list(fds))
+    except OSError:
+        sock.close()
+        return None
+    return sock, sock.makefile("rb")  # one reader: "exit" may come right after "pid"
+
+
+def confirmed(sock: socket.socket, replies: BinaryIO) -> int | None:
+    """The pid of the child :func:`send` asked for, once forked; None (the connection
+    closed) if the server would not fork it or went away."""
+    try:
         reply = replies.readline()
     except OSError:
-        return None
+        reply = b""
     if not reply.startswith(b"pid "):
         sock.close()
         return None
-    sock.settimeout(None)  # the worker runs as long as the pipeline needs
-    return sock, replies, int(reply.split()[1])
+    sock.settimeout(None)  # the child runs as long as the pipeline needs
+    return int(reply.split()[1])
 
 
 def _forward(pid: int, signum: int) -> None:

@@ -249,6 +249,8 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
         raise IngestError(f"{db.parent}: cannot create the database's directory: "
                           f"{exc.strerror or exc}") from exc
     staging = Staging.for_db(db, shards)
+    if fork_server is not None:  # the pipeline's process imports while discovery runs
+        fork_server.ask_pipeline()
     phases: dict[str, float] = {}
     with exclusive(db), _created_only_on_success(db):
         phase("discover")
