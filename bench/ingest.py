@@ -148,9 +148,9 @@ def per_source(db: Path, corpus: Path) -> dict[str, dict[str, float]]:
     import duckdb
 
     from faultline.pipeline.fileparse import parse_batch
+    from faultline.pipeline.fileread import read_bytes
     from faultline.pipeline.prepass import corpus_facts
     from faultline.pipeline.settings import IngestSettings
-    from faultline.pipeline.transforms import read_bytes
     from faultline.pipeline.tzevidence import decide_zone
 
     with duckdb.connect(str(db), read_only=True) as con:

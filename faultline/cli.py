@@ -243,7 +243,8 @@ def ingest(
     Idempotent: re-running on the same files changes nothing; new files are added and
     a changed file replaces its rows."""
     # first: the server imports Beam's worker while this process imports the rest and
-    # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do
+    # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do. It
+    # runs the pipeline too, so this process never imports Beam (pipeline/beamrun.py)
     from faultline.pipeline import forkserver
 
     server = (forkserver.ForkServer.start()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import difflib
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 
 def _subclasses(cls: type) -> list[type]:
     """Every options class registered so far, as Beam's own parser collects them
@@ -27,6 +25,8 @@ def _subclasses(cls: type) -> list[type]:
 def known_flags() -> dict[str, None]:
     """Every ``--flag`` some options class defines (ordered, no duplicates)."""
     import argparse
+
+    from apache_beam.options.pipeline_options import PipelineOptions  # only when flags given
 
     parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False,
                                      conflict_handler="resolve")
@@ -50,7 +50,10 @@ def unknown(flags: list[str]) -> list[str]:
 
 
 def check(flags: list[str]) -> None:
-    """Raise ``ValueError`` naming each unknown flag and its closest known names."""
+    """Raise ``ValueError`` naming each unknown flag and its closest known names
+    (no flags: nothing to check, and Beam is not imported for it)."""
+    if not flags:
+        return
     bad = unknown(flags)
     if not bad:
         return

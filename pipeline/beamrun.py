@@ -8,6 +8,16 @@ Parquet shards under ``staging.uri`` and nothing else, report progress from the 
 names, keep Beam's own logging off the terminal (``beam.log`` in the staging dir, its
 tail shown when the pipeline fails) and turn a Ctrl-C that Beam wrapped back into
 ``KeyboardInterrupt``.
+
+On a local multi-worker run with a fork server the driver does not import Beam (about
+1 CPU s of imports on the parse's critical path): it writes the listing, hands the
+rest of the pipeline's inputs to the server as JSON (:class:`Job`) and waits while a
+process forked from the server, which has Beam imported, runs :func:`run_job`, the
+pipeline the driver would have run, on workers forked from the same server
+(:class:`faultline.pipeline.forkserver.PipelineProcess`). Where the server
+cannot (not running, would not fork), the driver runs :func:`run_job` itself, with
+the same options and the same tables. Beam is imported here only by the functions
+that run it.
 """
 
 from __future__ import annotations
@@ -20,23 +30,60 @@ import shlex
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-
-from faultline.pipeline import dask_run, forkclient, forkserver
+from faultline.pipeline import forkclient, forkserver
+from faultline.pipeline.batching import BATCH_SIZE, spread
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
-from faultline.pipeline.transforms import BATCH_SIZE, ParseCorpus, spread
 from faultline.pipeline.workers import LOCAL_RUNNERS
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 Listing = list[str | list[str] | dict]  # paths, [path, reason] and grown-file entries
 
 
 class ParseFailed(Exception):
-    """The parse step could not run (a Dask cluster that fails or cannot be reached):
-    the message says why, for the user."""
+    """The parse step could not run (a Dask cluster that fails or cannot be reached,
+    the fork server gone mid-parse): the message says why, for the user."""
+
+
+class PipelineFailed(RuntimeError):
+    """The pipeline, run in the fork server's process, raised: its message, as the
+    driver's own run would have raised it (Beam's ``RuntimeError`` naming the step)."""
+
+
+RESULT = "pipeline-result.json"  # the pipeline process's outcome, in the staging dir
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything :func:`run_job` needs, and nothing of the driver's memory: JSON
+    both ways (:meth:`to_json`, :meth:`from_json`), so it reaches the fork server's
+    pipeline process without a pickle."""
+
+    listing: str  # the paths file (staging.write_listing)
+    settings: IngestSettings
+    shards: str  # staging.uri
+    runner: str
+    workers: int
+    beam_opts: tuple[str, ...]
+    batch_size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"listing": self.listing, "settings": self.settings.to_json(),
+                "shards": self.shards, "runner": self.runner, "workers": self.workers,
+                "beam_opts": list(self.beam_opts), "batch_size": self.batch_size}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        return cls(data["listing"], IngestSettings.from_json(data["settings"]),
+                   data["shards"], data["runner"], int(data["workers"]),
+                   tuple(data["beam_opts"]), int(data["batch_size"]))
 
 
 def beam_flags(beam_opts: list[str]) -> list[str]:
@@ -53,6 +100,8 @@ def beam_options(runner: str, workers: int, beam_opts: list[str],
     given it as its default environment, and ``direct_running_mode`` is left unset,
     since ``multi_processing`` would replace that environment with the stock command
     (``FnApiRunner.run_pipeline``); ``direct_num_workers`` still sets the worker count."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     flags = beam_flags(beam_opts)
     if workers > 1:
         flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
@@ -86,21 +135,69 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
            workers: int, beam_opts: list[str], batch_size: int,
            progress: Callable[[int, int], None] | None,
            fork_server: forkserver.ForkServer | None = None) -> None:
-    """The Beam pipeline: paths -> Parquet shards under ``staging.uri``."""
+    """The Beam pipeline: paths -> Parquet shards under ``staging.uri``; run by a
+    process of ``fork_server``'s when it can (module doc), else here."""
     listing = staging.write_listing(spread(list(paths)))
+    job = Job(listing, settings, staging.uri, runner, workers, tuple(beam_opts), batch_size)
     done = _progress_from_shards(staging.local, len(paths), progress)
     try:
+        # a server still importing is waited for (its clients would wait too); one that
+        # will not fork exits, and the driver runs the pipeline itself
+        if (fork_server is not None and forkserver.wanted(runner, workers, beam_opts)
+                and fork_server.ready(forkclient.CONNECT_TIMEOUT_S)
+                and _run_on_server(job, staging, fork_server)):
+            return
         with _worker_command(runner, workers, beam_opts, fork_server) as command, \
-                _beam_output_to(staging.local / BEAM_LOG), _quiet_parallelism_warning():
-            run_runner, options = beam_options(runner, workers, beam_opts, command)
-            with beam.Pipeline(runner=run_runner, options=options) as p:
-                build_pipeline(p, listing, settings, staging.uri, batch_size)
+                _beam_output_to(staging.local / BEAM_LOG):
+            run_job(job, command)
     except Exception as exc:
-        if _is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
+        if is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
             raise KeyboardInterrupt from exc
         raise
     finally:
         done.set()
+
+
+def run_job(job: Job, worker_command: str | None) -> None:
+    """Build and run the pipeline (the driver's, or the fork server's process's)."""
+    import apache_beam as beam
+
+    with _quiet_parallelism_warning():
+        run_runner, options = beam_options(job.runner, job.workers, list(job.beam_opts),
+                                           worker_command)
+        with beam.Pipeline(runner=run_runner, options=options) as p:
+            build_pipeline(p, job.listing, job.settings, job.shards, job.batch_size)
+
+
+def _run_on_server(job: Job, staging: Staging, server: forkserver.ForkServer) -> bool:
+    """Run ``job`` in a process forked from ``server`` (its stderr is ``beam.log``, as
+    the driver's would be): True once it succeeded, False if the server would not fork
+    it (the driver then runs it itself); the pipeline's error if it failed, and
+    :class:`ParseFailed` if the process or its server ended without an outcome."""
+    result = staging.local / RESULT
+    result.unlink(missing_ok=True)
+    with _beam_output_to(staging.local / BEAM_LOG):
+        pipeline = server.take_pipeline()
+        code = None if pipeline is None else pipeline.run(job.to_json(), result,
+                                                          staging.local / BEAM_LOG)
+        if code is None:
+            return False
+        try:
+            outcome = json.loads(result.read_text())
+        except (OSError, ValueError):
+            outcome = None
+        finally:
+            result.unlink(missing_ok=True)
+        if outcome is None:
+            why = ("its fork server ended" if code == forkserver.LOST
+                   else f"it ended with exit code {code}")
+            raise ParseFailed(f"the parse's pipeline process stopped before it finished "
+                              f"({why}); nothing was written")
+        if outcome.get("interrupt"):
+            raise KeyboardInterrupt
+        if not outcome.get("ok"):
+            raise PipelineFailed(outcome.get("error") or "the pipeline failed")
+    return True
 
 
 @contextlib.contextmanager
@@ -147,6 +244,8 @@ def parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
                    flags: list[str], batch_size: int, workers: int,
                    progress: Callable[[int, int], None] | None) -> None:
     """:func:`parse` on a Dask cluster (:func:`faultline.pipeline.dask_run.run`)."""
+    from faultline.pipeline import dask_run
+
     staging.local.mkdir(parents=True, exist_ok=True)
     done = _progress_from_shards(staging.local, len(paths), progress)
     try:
@@ -155,7 +254,7 @@ def parse_on_dask(paths: Listing, staging: Staging, settings: IngestSettings,
     except dask_run.DaskUnavailable as exc:
         raise ParseFailed(str(exc)) from exc
     except Exception as exc:
-        if _is_interrupt(exc):
+        if is_interrupt(exc):
             raise KeyboardInterrupt from exc
         raise ParseFailed(f"the Dask run failed: {dask_run.describe(exc)}") from exc
     finally:
@@ -189,7 +288,7 @@ def _beam_output_to(log: Path) -> Iterator[None]:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            failed = not _is_interrupt(exc)
+            failed = not is_interrupt(exc)
             raise
         finally:
             sys.stderr.flush()
@@ -202,7 +301,7 @@ def _beam_output_to(log: Path) -> Iterator[None]:
                     print("\n".join(tail), file=sys.stderr)
 
 
-def _is_interrupt(exc: BaseException) -> bool:
+def is_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a Ctrl-C that Beam wrapped: the in-process runner re-raises
     an exception from a transform as ``RuntimeError("KeyboardInterrupt [while running
     'Step']")``, chained to the original when it can."""
@@ -221,6 +320,10 @@ def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, sha
     """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
     in it refers to the driver's memory or files except through ``listing`` and
     ``shards``, which is what lets a cluster runner execute it."""
+    import apache_beam as beam
+
+    from faultline.pipeline.transforms import ParseCorpus
+
     return (p
             | "ReadPaths" >> beam.io.ReadFromText(listing)
             | "Decode" >> beam.Map(json.loads)

@@ -12,8 +12,6 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from apache_beam.io.filesystems import FileSystems
-
 
 def _inside(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
@@ -83,6 +81,8 @@ def discover_uri(root: str) -> list[str]:
     have no directories; keys ending in ``/`` are folder markers, not files). The
     filesystem's options (endpoint, credentials) must be set before: see
     ``FileSystems.set_options``."""
+    from apache_beam.io.filesystems import FileSystems  # a URI's: Beam only when needed
+
     base = root.rstrip("/")
     found = {m.path for m in FileSystems.match([base + "/**"])[0].metadata_list
              if not m.path.endswith("/")}

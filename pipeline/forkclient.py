@@ -17,7 +17,9 @@ Protocol (one connection per worker, on the server's Unix socket): the client se
 frame, a 4-byte big-endian length and a JSON object ``{"token", "env", "cwd"}``, with
 its file descriptors 0, 1, 2 attached (``SCM_RIGHTS``); the server answers
 ``pid <n>\\n`` once forked and ``exit <code>\\n`` when the worker has ended. The token
-is read from a file only this user can read, next to the socket.
+is read from a file only this user can read, next to the socket. The driver asks the
+same way for the process that runs the whole pipeline (:func:`request` with
+``{"kind": "pipeline", ...}``: :mod:`faultline.pipeline.beamrun`).
 """
 
 from __future__ import annotations
@@ -44,31 +46,68 @@ def stock_worker() -> None:
 
 
 def ask(directory: str) -> tuple[socket.socket, BinaryIO] | None:
-    """The connection and its replies, with the request sent and the fork confirmed
-    (its pid read), or None when there is no server to ask."""
-    try:
-        with open(os.path.join(directory, TOKEN)) as f:  # noqa: PTH118, PTH123 (stdlib only, fast)
-            token = f.read().strip()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        sock.connect(os.path.join(directory, SOCKET))  # noqa: PTH118
-        body = json.dumps({"token": token, "env": dict(os.environ),
-                           "cwd": os.getcwd()}).encode()  # noqa: PTH109
-        socket.send_fds(sock, [struct.pack(">I", len(body)) + body], [0, 1, 2])
-        replies = sock.makefile("rb")  # one reader: "exit" may come right after "pid"
-        reply = replies.readline()
-    except OSError:
+    """The connection and its replies, with the request for a worker sent and the fork
+    confirmed (its pid read), or None when there is no server to ask."""
+    asked = request(directory)
+    if asked is None:
         return None
-    if not reply.startswith(b"pid "):
-        sock.close()
-        return None
-    sock.settimeout(None)  # the worker runs as long as the pipeline needs
-    pid = int(reply.split()[1])
+    sock, replies, pid = asked
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: _forward(pid, signum))
     # SIGINT is not forwarded: the command runs this client with it ignored, as its
     # worker (forkserver.IGNORE_INT: Ctrl-C is the driver's to handle)
     return sock, replies
+
+
+def request(directory: str, extra: dict | None = None
+            ) -> tuple[socket.socket, BinaryIO, int] | None:
+    """Ask the server in ``directory`` for a fork with this process's environment,
+    working directory and stdio (and ``extra`` fields: what kind of fork): the
+    connection, its replies and the child's pid once forked, or None when there is no
+    server, or it would not fork."""
+    sent = send(directory, extra)
+    if sent is None:
+        return None
+    sock, replies = sent
+    pid = confirmed(sock, replies)
+    return None if pid is None else (sock, replies, pid)
+
+
+def send(directory: str, extra: dict | None = None, fds: tuple[int, int, int] = (0, 1, 2)
+         ) -> tuple[socket.socket, BinaryIO] | None:
+    """Send the request (``fds`` as the child's stdin, stdout and stderr) without
+    waiting for the fork (:func:`confirmed`: a server still importing answers once it
+    is done); None when there is no server to ask."""
+    try:
+        with open(os.path.join(directory, TOKEN)) as f:  # noqa: PTH118, PTH123 (stdlib only, fast)
+            token = f.read().strip()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(os.path.join(directory, SOCKET))  # noqa: PTH118
+        body = json.dumps({**(extra or {}), "token": token, "env": dict(os.environ),
+                           "cwd": os.getcwd()}).encode()  # noqa: PTH109
+        socket.send_fds(sock, [struct.pack(">I", len(body)) + body], list(fds))
+    except OSError:
+        sock.close()
+        return None
+    return sock, sock.makefile("rb")  # one reader: "exit" may come right after "pid"
+
+
+def confirmed(sock: socket.socket, replies: BinaryIO) -> int | None:
+    """The pid of the child :func:`send` asked for, once forked; None (the connection
+    closed) if the server would not fork it or went away."""
+    try:
+        reply = replies.readline()
+    except OSError:
+        reply = b""
+    if not reply.startswith(b"pid "):
+        sock.close()
+        return None
+    sock.settimeout(None)  # the child runs as long as the pipeline needs
+    return int(reply.split()[1])
 
 
 def _forward(pid: int, signum: int) -> None:

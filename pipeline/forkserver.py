@@ -22,6 +22,17 @@ the fork (about 0.25 CPU s). Before its first fork the server counts the threads
 its process (``/proc/self/task``) and, if there is more than one, exits without
 forking: the clients then start Beam's stock worker (slower, same tables).
 
+The pipeline too. A local multi-worker run's driver does not import Beam at all
+(about 1 CPU s, before the parse could start): it asks the server, on the same socket
+and with the same checks, for a process that runs the whole pipeline
+(:func:`faultline.pipeline.beamrun.run_job`, the FnApiRunner the driver would have run,
+with this server's worker command), forked like a worker. The server stays one thread:
+it forks that process, then the workers whose clients that process's runner starts.
+The driver asks for it as its run starts (:class:`PipelineProcess`), so that it imports
+the transforms while the driver discovers the corpus, then sends the job (JSON, over a
+pipe that is the process's stdin) and waits for its exit; the outcome comes back in a
+JSON file the driver named.
+
 Lifetime. The server reads its stdin, a pipe from the driver: end of file (the
 driver stopped it, or died, even by ``kill -9``) makes it kill the workers still
 running, remove its directory and exit. A worker dies with the server
@@ -60,6 +71,8 @@ PRELOAD = ("apache_beam.runners.worker.sdk_worker_main", "apache_beam.io.parquet
 # the server's environment: native libraries loaded at import start no thread
 THREADLESS = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 FORKED = "forked"  # a line per worker forked, with its pid (tests read it)
+PIPELINE = "pipeline"  # the same for the pipeline's process
+LOST = -1  # PipelineProcess.run: the server went away before its child ended
 READY = "ready"  # created once the imports are done and the threads counted
 STOP_WAIT_S = 5.0
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -115,6 +128,8 @@ class ForkServer:
         self._log = log  # the server's stderr: never the terminal (Beam warns at import)
         self._log_text: str | None = None
         self._forked: list[int] | None = None  # read at stop, before the directory goes
+        self._pipelines: list[int] | None = None  # the same
+        self._pipeline: PipelineProcess | None = None  # asked for ahead, not yet run
 
     @classmethod
     def start(cls, preload: tuple[str, ...] = PRELOAD) -> ForkServer | None:
@@ -162,24 +177,47 @@ class ForkServer:
         return True
 
     def command(self) -> str:
-        """The worker command line for Beam (run by ``sh -c``): the client, without site
-        packages, ignoring SIGINT from its first instruction on (:data:`IGNORE_INT`)."""
-        return IGNORE_INT + shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
-                                        str(self.directory)])
+        """The worker command line for Beam (:func:`worker_command`)."""
+        return worker_command(self.directory)
+
+    def ask_pipeline(self) -> None:
+        """Ask for the pipeline's process now, ahead of its job (module doc: it imports
+        the transforms while the driver discovers the corpus); nothing if the server
+        cannot be asked yet (:meth:`take_pipeline` asks again)."""
+        if self._pipeline is None:
+            self._pipeline = PipelineProcess.ask(self.directory)
+
+    def take_pipeline(self) -> PipelineProcess | None:
+        """The pipeline process asked for ahead, or one asked for now (None: the server
+        cannot be asked). Its :meth:`PipelineProcess.run` says whether it was forked."""
+        pipeline, self._pipeline = self._pipeline, None
+        return pipeline or PipelineProcess.ask(self.directory)
 
     def forked(self) -> list[int]:
         """The pids of the workers forked so far (all of them, once stopped)."""
         if self._forked is not None:
             return self._forked
+        return self._pids(FORKED)
+
+    def pipelines(self) -> list[int]:
+        """The pids of the pipeline processes forked so far (all of them, once stopped)."""
+        if self._pipelines is not None:
+            return self._pipelines
+        return self._pids(PIPELINE)
+
+    def _pids(self, name: str) -> list[int]:
         try:
-            return [int(n) for n in (self.directory / FORKED).read_text().split()]
+            return [int(n) for n in (self.directory / name).read_text().split()]
         except FileNotFoundError:
             return []
 
     def stop(self) -> None:
         """End the server (and any worker still running); idempotent."""
         if self._forked is None:
-            self._forked = self.forked()
+            self._forked, self._pipelines = self.forked(), self.pipelines()
+        if self._pipeline is not None:  # asked for, never given a job: it ends
+            self._pipeline.close()
+            self._pipeline = None
         if not (self.directory / READY).exists():
             # still importing (a run that turned out to need one worker): it has forked
             # nothing, and waiting for its imports to end would only cost time
@@ -202,6 +240,65 @@ class ForkServer:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def worker_command(directory: Path) -> str:
+    """The worker command line for Beam (run by ``sh -c``) of the server in
+    ``directory``: the client, without site packages, ignoring SIGINT from its first
+    instruction on (:data:`IGNORE_INT`)."""
+    return IGNORE_INT + shlex.join([sys.executable, "-I", "-S", forkclient.__file__,
+                                    str(directory)])
+
+
+class PipelineProcess:
+    """The driver's side of a pipeline process: asked of the server before its job is
+    known, so that it imports the transforms (polars, the parsers: about 0.3 CPU s)
+    while the driver discovers the corpus; it reads its job from its stdin, a pipe from
+    the driver, and ends without running anything if the pipe closes empty."""
+
+    def __init__(self, sock: socket.socket, replies: IO[bytes], job_pipe: int) -> None:
+        self._sock, self._replies, self._job_pipe = sock, replies, job_pipe
+
+    @classmethod
+    def ask(cls, directory: Path) -> PipelineProcess | None:
+        read, write = os.pipe()
+        try:
+            sent = forkclient.send(str(directory), {"kind": "pipeline"}, (read, 1, 2))
+        finally:
+            os.close(read)
+        if sent is None:
+            os.close(write)
+            return None
+        return cls(*sent, write)
+
+    def run(self, job: dict[str, Any], result: Path, log: Path) -> int | None:
+        """Give the process its job (:func:`faultline.pipeline.beamrun.run_job`'s, its
+        stderr appended to ``log``) and wait for it: its exit code (the outcome is in
+        ``result``), :data:`LOST` if the server went away first, or None if the server
+        would not fork it. Interrupted (Ctrl-C), the connection closes and the server
+        kills the process."""
+        try:
+            if forkclient.confirmed(self._sock, self._replies) is None:
+                return None
+            payload = json.dumps({"job": job, "result": str(result), "log": str(log)})
+            with contextlib.suppress(BrokenPipeError), os.fdopen(self._job_pipe, "wb") as f:
+                self._job_pipe = -1  # the file closes it
+                f.write(payload.encode())
+            try:
+                line = self._replies.readline()
+            except OSError:
+                line = b""
+            return int(line.split()[1]) if line.startswith(b"exit ") else LOST
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let go of it: a process not given its job ends (idempotent)."""
+        if self._job_pipe >= 0:
+            os.close(self._job_pipe)
+            self._job_pipe = -1
+        self._replies.close()
+        self._sock.close()
 
 
 # --- the server process -------------------------------------------------------------
@@ -320,17 +417,19 @@ class _Loop:
         sys.stdout.flush()
         sys.stderr.flush()
         server = os.getpid()
+        pipeline = request.get("kind") == "pipeline"
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 self._close_inherited(conn)
-                code = _be_worker(server, request, fds)
+                code = (_be_pipeline(server, self.directory, request, fds) if pipeline
+                        else _be_worker(server, request, fds))
             finally:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
-        with (self.directory / FORKED).open("a") as f:
+        with (self.directory / (PIPELINE if pipeline else FORKED)).open("a") as f:
             f.write(f"{pid}\n")
         pidfd = os.pidfd_open(pid)
         self.workers[pidfd] = (pid, conn)
@@ -368,17 +467,16 @@ class _Loop:
         conn.close()
 
 
-def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
-    """Turn this fresh fork into Beam's SDK worker with the client's environment and
-    stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
+def _become_client(server: int, request: dict[str, Any], fds: list[int]) -> bool:
+    """In a fresh fork: die with the server, take the client's stdio, working
+    directory and environment, leave Ctrl-C to the driver. False if the server died
+    already."""
     import ctypes
-    import logging
-    import traceback
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != server:  # the server died before the line above
-        return 1
+        return False
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -388,6 +486,56 @@ def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's (IGNORE_INT)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    return True
+
+
+def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
+                 fds: list[int]) -> int:
+    """Import the transforms, read the job from stdin (:class:`PipelineProcess`) and
+    run the driver's pipeline in this fresh fork, its workers forked by the server;
+    write the outcome (``{"ok"}``, or the error's message and whether it was a Ctrl-C
+    Beam wrapped) to the file the driver named. Exit 0 (also: no job came), or 1."""
+    import logging
+    import traceback
+
+    if not _become_client(server, request, fds):
+        return 1
+    # the transforms (polars, the parsers) before the job comes: module doc
+    from faultline.pipeline import beamrun, transforms  # noqa: F401
+
+    chunks = []
+    while chunk := os.read(0, 1 << 20):
+        chunks.append(chunk)
+    if not chunks:
+        return 0  # the driver needed no pipeline (one worker, nothing new, Ctrl-C)
+    given = json.loads(b"".join(chunks))
+    sys.stderr.flush()
+    for target, path, flags in ((0, os.devnull, os.O_RDONLY),
+                                (2, given["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)):
+        fd = os.open(path, flags, 0o644)
+        os.dup2(fd, target)
+        os.close(fd)
+    try:
+        beamrun.run_job(beamrun.Job.from_json(given["job"]), worker_command(directory))
+        outcome: dict[str, Any] = {"ok": True}
+    except BaseException as exc:  # the driver raises it; the traceback goes to beam.log
+        traceback.print_exc()
+        outcome = {"ok": False, "error": str(exc), "interrupt": beamrun.is_interrupt(exc)}
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    Path(given["result"]).write_text(json.dumps(outcome))
+    return 0 if outcome["ok"] else 1
+
+
+def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
+    """Turn this fresh fork into Beam's SDK worker with the client's environment and
+    stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
+    import logging
+    import traceback
+
+    if not _become_client(server, request, fds):
+        return 1
     from apache_beam.runners.worker import sdk_worker_main
 
     sys.argv = [sdk_worker_main.__file__]

@@ -8,16 +8,18 @@ method), about 0.12 s each on the 2-core CI machine, so a 492-file corpus took 4
 to ingest from a local S3 server, nearly all of it in client set-up. For ``s3://`` the
 same Beam S3 reader (``S3IO``) is used with one client per process and set of S3
 options; the client is a connection pool, not data, so nothing read is cached.
+
+Beam is imported by the functions that need it, not with this module: the driver of a
+local run reads local files only and never imports Beam (:mod:`faultline.pipeline.beamrun`).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, S3Options
-from apache_beam.options.value_provider import RuntimeValueProvider
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 S3_FIELDS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token",
              "s3_endpoint_url", "s3_region_name", "s3_api_version", "s3_verify",
@@ -27,11 +29,16 @@ S3_FIELDS = ("s3_access_key_id", "s3_secret_access_key", "s3_session_token",
 def _options() -> PipelineOptions | None:
     """The options Beam's filesystems use in this process (the same lookup as
     ``FileSystems.get_filesystem``: set by the pipeline, or the runner's at run time)."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
     return FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
 
 
 def _s3io():
     """Beam's ``S3IO`` with this process's client for the current S3 options."""
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
     opts = _options()
     if isinstance(opts, PipelineOptions):
         s3 = opts.view_as(S3Options)
@@ -44,6 +51,7 @@ def _s3io():
 @functools.lru_cache(maxsize=8)
 def _s3io_for(key: tuple):
     from apache_beam.io.aws import s3io
+    from apache_beam.options.pipeline_options import PipelineOptions
 
     return s3io.S3IO(options=PipelineOptions.from_dictionary(
         {f: v for f, v in zip(S3_FIELDS, key, strict=True) if v is not None}))
@@ -53,6 +61,8 @@ def open_uri(path: str) -> IO[bytes]:
     """An object's bytes as stored (no decompression: the parser decides)."""
     if path.startswith("s3://"):
         return _s3io().open(path)
+    from apache_beam.io.filesystems import FileSystems
+
     return FileSystems.open(path, compression_type="uncompressed")
 
 
@@ -66,5 +76,7 @@ def stat_uri(path: str) -> tuple[int, float]:
         except Exception as exc:
             raise OSError(f"{path}: {exc}") from exc
         return status["size"], status["last_updated"]
+    from apache_beam.io.filesystems import FileSystems
+
     meta = FileSystems.get_filesystem(path).metadata(path)
     return meta.size_in_bytes, meta.last_updated_in_seconds

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faultline.pipeline import bundles, hostpath
+from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import hosts, joblog, sacct, slurmctld
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.sniff import path_hint
 from faultline.pipeline.text import decode
-from faultline.pipeline.transforms import read_bytes
 
 _RECORDS = {"sacct": sacct.parse, "slurmctld": slurmctld.parse, "hosts": hosts.parse}
 # Job logs whose NCCL lines are read for host names: enough to meet every host of a

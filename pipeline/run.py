@@ -24,31 +24,28 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import duckdb
-from apache_beam.io.filesystem import BeamIOError
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from faultline import db as fdb
 from faultline import runs
 from faultline.pipeline import (
     beamopts,
     beamrun,
-    dask_run,
     forkserver,
     ingest_state,
     resume_plan,
 )
+from faultline.pipeline.batching import BATCH_SIZE
 from faultline.pipeline.beamrun import Listing
 from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.prepass import corpus_facts
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
-from faultline.pipeline.transforms import BATCH_SIZE
 from faultline.pipeline.tzevidence import decide_zone
-from faultline.pipeline.workers import corpus_weight
+from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
 
@@ -215,6 +212,9 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
     phase = on_phase or (lambda _name: None)
     flags = beamrun.beam_flags(beam_opts or [])
     if any(isinstance(root, str) and "://" in root for root in corpus):
+        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.options.pipeline_options import PipelineOptions
+
         FileSystems.set_options(PipelineOptions(flags))  # the driver lists and reads too
     corpus = [root if isinstance(root, str) and "://" in root else Path(root)
               for root in corpus]
@@ -222,7 +222,11 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
         if not _exists(root):
             raise IngestError(f"{root}: no such file or directory")
     dask_workers = 0
-    if dask_run.is_dask(runner):
+    if runner not in LOCAL_RUNNERS and _dask_run().is_dask(runner):
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        from faultline.pipeline import dask_run
+
         if workers is not None:
             raise IngestError("--workers is for the local runner; on Dask, start as many "
                               "dask worker processes as you want")
@@ -245,6 +249,8 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
         raise IngestError(f"{db.parent}: cannot create the database's directory: "
                           f"{exc.strerror or exc}") from exc
     staging = Staging.for_db(db, shards)
+    if fork_server is not None:  # the pipeline's process imports while discovery runs
+        fork_server.ask_pipeline()
     phases: dict[str, float] = {}
     with exclusive(db), _created_only_on_success(db):
         phase("discover")
@@ -299,8 +305,11 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                     n_workers = resolve_workers(workers, runner, todo)
                     if n_workers <= 1 and fork_server is not None:
                         fork_server.stop()  # its imports would only take the other core
-                    beamrun.parse(todo, staging, settings, runner, n_workers,
-                                  beam_opts or [], batch_size, progress, fork_server)
+                    try:
+                        beamrun.parse(todo, staging, settings, runner, n_workers,
+                                      beam_opts or [], batch_size, progress, fork_server)
+                    except beamrun.ParseFailed as exc:  # the fork server's process ended
+                        raise IngestError(str(exc)) from exc
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))
@@ -474,10 +483,20 @@ def _todo(con: duckdb.DuckDBPyConnection, paths: list[str], skipped: list[tuple[
         [p, why] for p, why in sorted(skipped) if (p, why) not in recorded]
 
 
+def _dask_run() -> ModuleType:
+    """:mod:`faultline.pipeline.dask_run`, imported only for a runner that is not local
+    (it imports Beam, which the driver of a local run does not: ``beamrun``)."""
+    from faultline.pipeline import dask_run
+
+    return dask_run
+
+
 def _exists(root: Path | str) -> bool:
     """A local path that exists, or a URI with at least one object at or under it."""
     if isinstance(root, Path):
         return root.exists()
+    from apache_beam.io.filesystem import BeamIOError
+
     try:
         return bool(discover_uri(root))
     except (BeamIOError, ValueError) as exc:

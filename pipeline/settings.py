@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from faultline import __version__
@@ -69,6 +70,41 @@ class IngestSettings:
             if key not in JSON_FIELD_KEYS:
                 raise ValueError(f"--json-fields: unknown key {key!r}; known: "
                                  f"{', '.join(JSON_FIELD_KEYS)}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as JSON values: how they reach the process that runs the
+        pipeline for the driver (:mod:`faultline.pipeline.beamrun`), a JSON object
+        rather than a pickle. ``rule_texts`` go with them, so the rules are the ones
+        the driver read and validated, not read again."""
+        return {"tz": self.tz, "year": self.year,
+                "window": None if self.window is None else list(self.window),
+                "job_windows": None if self.job_windows is None
+                else {job: list(span) for job, span in self.job_windows.items()},
+                "tz_how": self.tz_how, "rules": list(self.rules),
+                "rule_texts": [list(pair) for pair in self.rule_texts],
+                "known_hosts": sorted(self.known_hosts),
+                "host_from_path": self.host_from_path,
+                "json_fields": [list(pair) for pair in self.json_fields]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IngestSettings:
+        """The settings :meth:`to_json` gave (equal to them: tuples again where the
+        fields hold tuples)."""
+        window = data["window"]
+        jobs = data["job_windows"]
+        settings = cls(
+            tz=data["tz"], year=data["year"],
+            window=None if window is None else (window[0], window[1]),
+            job_windows=None if jobs is None
+            else {job: (span[0], span[1]) for job, span in jobs.items()},
+            tz_how=data["tz_how"], known_hosts=frozenset(data["known_hosts"]),
+            host_from_path=data["host_from_path"],
+            json_fields=tuple((k, v) for k, v in data["json_fields"]))
+        # the driver's rules, as it read them (__post_init__ skipped reading: rules=())
+        object.__setattr__(settings, "rules", tuple(data["rules"]))
+        object.__setattr__(settings, "rule_texts",
+                           tuple((name, text) for name, text in data["rule_texts"]))
+        return settings
 
     @property
     def fingerprint(self) -> str:

@@ -14,15 +14,14 @@ https://beam.apache.org/releases/pydoc/current/apache_beam.io.filesystems.html
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-from apache_beam.io.filesystem import BeamIOError
-from apache_beam.io.filesystems import FileSystems
 
 TABLES = ("files", "events", "rejects", "file_offsets", "resumed")
 LISTING = "paths.jsonl"
@@ -73,6 +72,9 @@ class Staging:
         if self.local.exists():
             shutil.rmtree(self.local)
         if is_remote(self.uri):
+            from apache_beam.io.filesystem import BeamIOError
+            from apache_beam.io.filesystems import FileSystems
+
             found = FileSystems.match([FileSystems.join(self.uri, "**")])[0].metadata_list
             if found:
                 FileSystems.delete([m.path for m in found])
@@ -81,10 +83,19 @@ class Staging:
                 FileSystems.delete([self.uri])
 
     def write_listing(self, paths: Iterable[str | list[str]]) -> str:
-        """The paths to parse, one JSON value a line, where every worker can read it."""
+        """The paths to parse, one JSON value a line, where every worker can read it
+        (a local staging directory's is written without Beam: the driver of a local run
+        does not import it, :mod:`faultline.pipeline.beamrun`)."""
         self.local.mkdir(parents=True, exist_ok=True)
-        target = FileSystems.join(self.uri, LISTING)
-        with FileSystems.create(target) as f:
+        if is_remote(self.uri):
+            from apache_beam.io.filesystems import FileSystems
+
+            target = FileSystems.join(self.uri, LISTING)
+            opener = FileSystems.create
+        else:
+            target = os.path.join(self.uri, LISTING)  # noqa: PTH118 (Beam's join, locally)
+            opener = functools.partial(open, mode="wb")
+        with opener(target) as f:
             for p in paths:
                 f.write((json.dumps(p) + "\n").encode("utf-8"))
         return target
@@ -93,6 +104,8 @@ class Staging:
         """Copy remote shards next to the database (nothing to do when local)."""
         if not is_remote(self.uri):
             return
+        from apache_beam.io.filesystems import FileSystems
+
         for table in TABLES:
             pattern = FileSystems.join(self.uri, table, "*.parquet")
             for meta in FileSystems.match([pattern])[0].metadata_list:

@@ -18,9 +18,6 @@ order, so every batch costs about the same.
 from __future__ import annotations
 
 import hashlib
-import math
-import os
-import stat
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -28,59 +25,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+# BATCH_SIZE, spread, read_bytes and _read_local live in Beam-free modules (the driver
+# uses them without importing Beam) and are re-exported here, where they were
+from faultline.pipeline.batching import BATCH_SIZE, spread  # noqa: F401 (re-exported)
 from faultline.pipeline.fileparse import BatchItem, ParsedFile, parse_batch
-from faultline.pipeline.inflate import MAX_PLAIN_BYTES
-from faultline.pipeline.objstore import open_uri, stat_uri
+from faultline.pipeline.fileread import _read_local, read_bytes  # noqa: F401 (re-exported)
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import TABLES, shard_options
-
-
-def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
-               ) -> tuple[bytes, float | None, str | None]:
-    """A file's bytes as stored, its modification time (an object's last-modified
-    time, for a URI), and what went wrong reading it whole.
-
-    A worker holds a whole file (and its decoded text) in memory, so a file over
-    ``limit`` bytes, the same bound gzip content gets, is cut at its last line end
-    before the limit instead of taking the worker, and the whole ingest, down."""
-    if "://" not in path:
-        data, mtime = _read_local(path, limit + 1)
-    else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
-        mtime = stat_uri(path)[1]
-        with open_uri(path) as f:
-            data = f.read(limit + 1)
-    if len(data) <= limit:
-        return data, mtime, None
-    cut = data.rfind(b"\n", 0, limit) + 1 or limit
-    return data[:cut], mtime, f"file over {limit} bytes: only its first {cut} bytes read"
-
-
-def _read_local(path: str, cap: int) -> tuple[bytes, float]:
-    """A local file's first ``cap`` bytes and its modification time after reading.
-
-    Through the file descriptor: ``open(path).read(cap)`` lets the buffered reader
-    set up a buffer of ``cap`` bytes (the 1 GiB bound) per file, 20 us of a job log's
-    25 us here; this asks for the size ``fstat`` gives (one more byte, to see a file
-    that grew), and the time comes from the file read even if its path was replaced
-    meanwhile."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        regular = stat.S_ISREG(st.st_mode)
-        parts: list[bytes] = []
-        got = 0
-        while got < cap:
-            ask = min(cap - got, max(st.st_size - got + 1, 1 << 16))
-            chunk = os.read(fd, ask)
-            if chunk:
-                parts.append(chunk)
-                got += len(chunk)
-            if not chunk or (regular and len(chunk) < ask):  # a short read is the end
-                break
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), os.fstat(fd).st_mtime
-    finally:
-        os.close(fd)
-
 
 ALWAYS_WRITTEN = ("files", "events", "rejects")
 
@@ -95,33 +46,10 @@ def _key(first: str) -> str:
     return hashlib.sha256(first.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
-# Paths per batch (a Beam element, a Dask task): enough that a batch of ~3 KB job logs
-# pays its Parquet shards and polars calls once per thousand files (write cost per
-# file 22 us at 256, 16 us at 1024 on llama3's job logs), see MAX_PARSE_BYTES for big files.
-BATCH_SIZE = 1024
 # A batch is parsed in parts of at most this many bytes as stored (each part its own
 # shards): the rows of a part stay in memory until its tables are built, so a batch of
 # big kernel logs is bounded by this, not by its number of files.
 MAX_PARSE_BYTES = 64 << 20
-
-
-def spread(paths: list) -> list:
-    """``paths`` in a golden-ratio stride order: item ``i`` is ``paths[i * s % n]``
-    with ``s`` about ``n / phi`` and prime to ``n``, so every run of consecutive items
-    (any batch, however the batcher aligns it) samples the whole listing evenly.
-
-    The listing is sorted, so a directory of big kernel logs would otherwise be a few
-    heavy batches among thousands of light ones, and the local runner deals whole
-    batches to its workers round-robin up front (Beam's ``GroupingBuffer.partition``):
-    one worker got the heavy ones while the other idled at the end. Deterministic: the
-    same listing gives the same batches, so a retried batch writes the same shards."""
-    n = len(paths)
-    if n < 3:
-        return list(paths)
-    s = round(n * 0.6180339887498949)
-    while math.gcd(s, n) != 1:
-        s += 1
-    return [paths[i * s % n] for i in range(n)]
 
 
 class ParseFiles(beam.DoFn):

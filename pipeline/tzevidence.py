@@ -34,13 +34,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from faultline.pipeline.fileparse import context_from_path
+from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.sniff import path_hint
 from faultline.pipeline.text import decode, split_lines
 from faultline.pipeline.timeutil import in_range, parse_iso
-from faultline.pipeline.transforms import read_bytes
 from faultline.pipeline.tzinfer import (
     KIND_WORDS,
     Observation,

@@ -46,7 +46,7 @@ import pytest
 from typer.testing import CliRunner
 
 from faultline.cli import app
-from faultline.pipeline import run, transforms
+from faultline.pipeline import fileread, run, transforms
 from faultline.pipeline.fileparse import UNKNOWN_REJECT_SAMPLE
 from faultline.pipeline.inflate import MAX_LINE_BYTES, cap_lines, gunzip
 from faultline.pipeline.parsers import slurmctld
@@ -179,7 +179,7 @@ class LiveFilesystem:
         self.grow = str(corpus / GROWS)
         self.read: dict[str, bytes] = {}
         self._discover = run.discover
-        self._read_local = transforms._read_local
+        self._read_local = fileread._read_local
 
     def discover(self, roots, exclude=(), skipped=None):
         paths = list(self._discover(roots, exclude, skipped))
@@ -190,7 +190,7 @@ class LiveFilesystem:
         return iter(paths)
 
     def read_local(self, path: str, cap: int) -> tuple[bytes, float]:
-        """``transforms._read_local``, as the world around it behaves."""
+        """``fileread._read_local``, as the world around it behaves."""
         if os.path.exists(path) and os.stat(path).st_mode & 0o444 == 0:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         data, mtime = self._read_local(path, cap)
@@ -220,7 +220,7 @@ def hostile(tmp_path_factory, repo_root) -> Ingested:
     db = root / "hostile.duckdb"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(run, "discover", live.discover)
-        mp.setattr(transforms, "_read_local", live.read_local)
+        mp.setattr(fileread, "_read_local", live.read_local)
         output = ingest_cli(corpus, db)
     assert live.read, "the reader never opened the growing file"
     return Ingested(corpus, db, output, {os.path.relpath(p, corpus): d

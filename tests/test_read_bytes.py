@@ -1,4 +1,4 @@
-"""Reading a local file: ``transforms.read_bytes`` through its descriptor gives what
+"""Reading a local file: ``fileread.read_bytes`` through its descriptor gives what
 ``open(path).read(limit + 1)`` and ``os.stat(path).st_mtime`` give, for every size
 around the bound and the chunk size, for a file that grows while it is read, and for
 a file that is not a regular one."""
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from faultline.pipeline import transforms
+from faultline.pipeline import fileread
 
 LIMIT = 200_000
 
@@ -29,7 +29,7 @@ def test_same_bytes_time_and_problem_as_a_plain_read(tmp_path, size, newlines):
     body = (b"0123456789abcde\n" * (size // 16 + 1))[:size]
     path.write_bytes(body if newlines else body.replace(b"\n", b"x"))
     os.utime(path, (1_700_000_000.25, 1_700_000_000.25))
-    data, mtime, problem = transforms.read_bytes(str(path), LIMIT)
+    data, mtime, problem = fileread.read_bytes(str(path), LIMIT)
     plain, plain_mtime = _plain(str(path), LIMIT)
     assert mtime == plain_mtime == 1_700_000_000.25
     if len(plain) <= LIMIT:
@@ -44,7 +44,7 @@ def test_the_raw_read_stops_one_byte_past_the_cap(tmp_path):
     path = tmp_path / "big.log"
     path.write_bytes(b"y" * 300_000)
     for cap in (1, 65_536, 65_537, 299_999, 300_000, 300_001, 10**9):
-        data, _ = transforms._read_local(str(path), cap)
+        data, _ = fileread._read_local(str(path), cap)
         assert data == b"y" * min(cap, 300_000), cap
 
 
@@ -62,11 +62,11 @@ def test_a_pipe_is_read_to_its_end(tmp_path):
 
     t = threading.Thread(target=write)
     t.start()
-    data, _ = transforms._read_local(str(fifo), 10**9)
+    data, _ = fileread._read_local(str(fifo), 10**9)
     t.join()
     assert data == payload
 
 
 def test_a_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(FileNotFoundError):
-        transforms.read_bytes(str(tmp_path / "gone.log"))
+        fileread.read_bytes(str(tmp_path / "gone.log"))
