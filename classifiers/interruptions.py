@@ -20,7 +20,6 @@ from itertools import pairwise
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from faultline.classifiers import causes, fr_tier, memo, signals
 from faultline.classifiers.culprits import WATCHDOG_JOIN, Inventory, Watchdog, placement, straggler
@@ -28,8 +27,10 @@ from faultline.classifiers.signals import Rule
 from faultline.db import transaction
 from faultline.pipeline.hostlist import try_expand_hostlist
 from faultline.pipeline.parsers.hosts import HostResolver, normalize_name
+from faultline.schemas import arrowrows
 from faultline.schemas.tables import INTERRUPTION_EVIDENCE, INTERRUPTIONS
 from faultline.schemas.taxonomy import PLANNED, UNATTRIBUTED, load_taxonomy
+from faultline.schemas.types import LogicalType
 
 BEFORE_S = 2400  # how far before the failure a root cause may lie
 AFTER_S = 120  # clock skew allowance after the failure
@@ -187,8 +188,8 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
             iids += [iid] * len(hosts)
             names += hosts
         if names:
-            con.register("wh_rows", pa.table({"iid": pa.array(iids, pa.string()),
-                                              "host": pa.array(names, pa.string())}))
+            con.register("wh_rows", arrowrows.table({"iid": (iids, LogicalType.STRING),
+                                                     "host": (names, LogicalType.STRING)}))
             con.execute("INSERT INTO wh SELECT * FROM wh_rows")
             con.unregister("wh_rows")
     _window_table(con, windows)
@@ -244,13 +245,13 @@ def _build(con, windows, resolver: HostResolver, overrides, retain: bool = True)
         })
         ev_rows += [(iid, eid, role) for eid, role in d.evidence.items()]
     con.register("new_interruptions",
-                 pa.Table.from_pylist(out_rows, schema=INTERRUPTIONS.arrow_schema))
+                 arrowrows.rows_table(out_rows, INTERRUPTIONS))
     con.execute("INSERT INTO interruptions SELECT * FROM new_interruptions")
     con.unregister("new_interruptions")
     # kept as the temp table ``ev`` too: what the symptoms must not repeat
-    con.register("new_evidence", pa.table(
-        {"interruption_id": [r[0] for r in ev_rows], "event_id": [r[1] for r in ev_rows],
-         "role": [r[2] for r in ev_rows]}, schema=INTERRUPTION_EVIDENCE.arrow_schema))
+    con.register("new_evidence", arrowrows.rows_table(
+        [dict(zip(("interruption_id", "event_id", "role"), r, strict=True)) for r in ev_rows],
+        INTERRUPTION_EVIDENCE))
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE ev AS SELECT * FROM new_evidence")
     finally:
@@ -508,9 +509,9 @@ def _refine_memory(d: Decision, cands: list[Candidate]) -> str:
 
 
 # The columns of the temp table ``w``, one row per window.
-_W_COLUMNS = (("iid", pa.string()), ("job_id", pa.string()), ("started", pa.int64()),
-              ("failed", pa.int64()), ("lo", pa.int64()), ("hi", pa.int64()),
-              ("next_job", pa.string()), ("next_started", pa.int64()))
+_S, _I64 = LogicalType.STRING, LogicalType.INT64
+_W_COLUMNS = (("iid", _S), ("job_id", _S), ("started", _I64), ("failed", _I64),
+              ("lo", _I64), ("hi", _I64), ("next_job", _S), ("next_started", _I64))
 
 
 def _window_table(con: duckdb.DuckDBPyConnection, windows: list[tuple]) -> None:
@@ -521,8 +522,8 @@ def _window_table(con: duckdb.DuckDBPyConnection, windows: list[tuple]) -> None:
     us = 1_000_000
     rows = [(iid, cur[1], cur[2], cur[3], cur[3] - BEFORE_S * us,
              cur[3] + DRAIN_AFTER_S * us, nxt[1], nxt[2]) for iid, cur, nxt in windows]
-    con.register("w_rows", pa.table({name: pa.array([r[i] for r in rows], kind)
-                                     for i, (name, kind) in enumerate(_W_COLUMNS)}))
+    con.register("w_rows", arrowrows.table({name: ([r[i] for r in rows], kind)
+                                            for i, (name, kind) in enumerate(_W_COLUMNS)}))
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE w AS SELECT * FROM w_rows")
     finally:

@@ -18,9 +18,10 @@ import hashlib
 from collections.abc import Sequence
 
 import duckdb
-import pyarrow as pa
 
 from faultline.classifiers import text
+from faultline.schemas import arrowrows
+from faultline.schemas.tables import TEXT_PREDICTIONS
 
 
 def _sha(t: str) -> str:
@@ -70,8 +71,9 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...]
     """``rows`` into ``table`` as one Arrow table, cast to the table's column types by
     the INSERT (``executemany`` ran one prepared INSERT per row: a few ms per hundred
     texts, in every ingest that meets new texts)."""
-    con.register("memo_rows", pa.table({c: [r[i] for r in rows]
-                                        for i, c in enumerate(columns)}))
+    kinds = {c.name: c.type for c in TEXT_PREDICTIONS.columns}  # keep_predictions' too
+    con.register("memo_rows", arrowrows.table({c: ([r[i] for r in rows], kinds[c])
+                                               for i, c in enumerate(columns)}))
     try:
         con.execute(f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 - constants
                     f"SELECT {', '.join(columns)} FROM memo_rows")

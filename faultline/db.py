@@ -76,7 +76,7 @@ def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
          x.source, x.notes or None, tax.version)
         for x in sorted(tax.xids.values(), key=lambda e: e.xid)
     ]
-    import pyarrow as pa  # here: a read-only open (report, explain) never needs it
+    from faultline.schemas import arrowrows  # here: a read-only open never needs it
 
     with transaction(con):
         for table, rows in ((COMPONENTS, comp_rows), (XID_CATALOG, xid_rows)):
@@ -84,8 +84,7 @@ def load_taxonomy_tables(con: duckdb.DuckDBPyConnection, tax: Taxonomy) -> None:
             # Arrow table (executemany took 0.12 s for these 194 rows on every open).
             name = ddl.quote_ident(table.name)
             cols = table.column_names
-            data = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in rows],
-                                        schema=table.arrow_schema)
+            data = arrowrows.rows_table([dict(zip(cols, r, strict=True)) for r in rows], table)
             con.execute(f"DELETE FROM {name}")  # noqa: S608
             con.register("_taxonomy_rows", data)
             try:

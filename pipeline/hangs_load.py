@@ -14,13 +14,13 @@ import re
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from faultline.classifiers.hangs import Hang, RankDump, analyse
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import jobout
 from faultline.pipeline.parsers.flight_recorder import rank_from_path
 from faultline.pipeline.text import decode, split_lines
+from faultline.schemas import arrowrows
 from faultline.schemas.tables import COLLECTIVE_HANGS
 
 _IDENTITY = re.compile(jobout.IDENTITY_RE)
@@ -55,7 +55,7 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> int:
         places = places_of(con, job, {r for h in hangs for r in h.culprit_ranks}, dump_host)
         out.extend(_row(h, places) for h in hangs)
     if out:
-        table = pa.Table.from_pylist(out, schema=COLLECTIVE_HANGS.arrow_schema)
+        table = arrowrows.rows_table(out, COLLECTIVE_HANGS)
         con.register("new_hangs", table)
         con.execute("INSERT INTO collective_hangs SELECT * FROM new_hangs")
         con.unregister("new_hangs")

@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from faultline.pipeline import hangs_load, load_incoming
 from faultline.pipeline.bundles import SEP
@@ -24,8 +23,10 @@ from faultline.pipeline.parsers import hosts as hosts_parser
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParsedEvent
 from faultline.pipeline.timeutil import TS_MAX_US, TS_MIN_US
+from faultline.schemas import arrowrows
 from faultline.schemas.ddl import quote_ident
 from faultline.schemas.tables import ATTEMPTS, EVENTS, FILE_OFFSETS, FILES, REJECTS
+from faultline.schemas.types import LogicalType
 
 _TABLES = (FILES, EVENTS, REJECTS, FILE_OFFSETS)
 
@@ -201,7 +202,8 @@ def unchanged_paths(con: duckdb.DuckDBPyConnection, paths: list[str], parsed_wit
     same = {p for p in paths if p.rpartition("/")[0] in trusted} if trusted else set()
     query = "SELECT path, bytes, mtime FROM files WHERE parsed_with = ? AND mtime IS NOT NULL"
     if trusted:
-        con.register("trusted_dirs", pa.table({"d": pa.array(sorted(trusted), pa.string())}))
+        con.register("trusted_dirs",
+                     arrowrows.table({"d": (sorted(trusted), LogicalType.STRING)}))
         query += (" AND regexp_extract(path, '^(.*)/', 1) NOT IN "
                   "(SELECT d FROM trusted_dirs)")
     try:
@@ -452,11 +454,9 @@ def _rebuild_attempts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM attempts")
     if not rows:
         return
-    table = pa.Table.from_pylist(rows, schema=_attempts_schema())
+    table = arrowrows.rows_table(rows, ATTEMPTS)
     con.register("new_attempts", table)
     con.execute("INSERT INTO attempts SELECT * FROM new_attempts")
     con.unregister("new_attempts")
 
 
-def _attempts_schema() -> pa.Schema:
-    return ATTEMPTS.arrow_schema

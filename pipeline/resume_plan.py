@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 
 import duckdb
-import pyarrow as pa
 
 from faultline.pipeline.resume import BACK, HORIZON, Resume
+from faultline.schemas import arrowrows
+from faultline.schemas.types import LogicalType
 
 
 def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
@@ -26,8 +27,8 @@ def plan(con: duckdb.DuckDBPyConnection, paths: list[str], fingerprint: str,
         return {}
     # each path, and the name a rotated new path had before (kern.log.1: kern.log)
     rotated = [p[:-2] if p.endswith(".1") else None for p in paths]
-    con.register("plan_paths", pa.table({"path": pa.array(paths, pa.string()),
-                                         "old": pa.array(rotated, pa.string())}))
+    con.register("plan_paths", arrowrows.table({"path": (paths, LogicalType.STRING),
+                                                "old": (rotated, LogicalType.STRING)}))
     try:
         rows = con.execute("""
             SELECT p.path, f.path, f.bytes, f.lines, f.source, f.shape, o.read_to,
@@ -77,7 +78,7 @@ def _events(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, Spans
     the clock-backwards check counts it (timed at parse time, not inherited)."""
     if not paths:
         return {}
-    con.register("plan_events", pa.table({"path": pa.array(paths, pa.string())}))
+    con.register("plan_events", arrowrows.table({"path": (paths, LogicalType.STRING)}))
     try:
         rows = con.execute("""
             SELECT e.path, e.line_no, e.line_end,
