@@ -91,6 +91,9 @@ def beam_flags(beam_opts: list[str]) -> list[str]:
     return [o if o.startswith("--") else f"--{o}" for o in beam_opts]
 
 
+MULTI_PROCESSING = "--direct_running_mode=multi_processing"
+
+
 def beam_options(runner: str, workers: int, beam_opts: list[str],
                  worker_command: str | None = None) -> tuple[object, PipelineOptions]:
     """The runner to use and Beam's options, from faultline's flags.
@@ -105,6 +108,11 @@ def beam_options(runner: str, workers: int, beam_opts: list[str],
     flags = beam_flags(beam_opts)
     if workers > 1:
         flags += [f"--direct_num_workers={workers}", "--default_sdk_harness_log_level=ERROR"]
+        if os.name == "posix" and worker_command is None:
+            # --beam-opt direct_running_mode=multi_processing asks for what follows:
+            # Beam's stock workers; left in, the runner would start them with its own
+            # command, which a terminal's Ctrl-C kills mid-bundle (the run then hung)
+            flags = [f for f in flags if f != MULTI_PROCESSING]
         if worker_command is None and os.name == "posix":  # Beam's stock worker, but
             # deaf to Ctrl-C as the fork server's are (forkserver.IGNORE_INT)
             worker_command = forkserver.IGNORE_INT + shlex.join(

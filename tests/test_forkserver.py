@@ -234,6 +234,21 @@ def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def _sdk_workers(sid: int) -> list[int]:
+    """Beam's workers in session ``sid`` once both are running: a forked one stands
+    behind its client (``forkclient``), a stock one runs ``sdk_worker_main``."""
+    found = [p for p in _session(sid)
+             if b"forkclient" in _cmdline(p) or b"sdk_worker_main" in _cmdline(p)]
+    return found if len(found) >= 2 else []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _session(sid: int) -> list[int]:
     """The pids still in session ``sid`` (zombies not counted: they are gone)."""
     out = []
@@ -248,16 +263,20 @@ def _session(sid: int) -> list[int]:
     return out
 
 
-def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path):
+@pytest.mark.parametrize("beam_opts", [
+    [],  # forked workers
+    ["--beam-opt", "direct_running_mode=multi_processing"],  # Beam's stock workers
+])
+def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path, beam_opts):
     """A terminal's Ctrl-C signals the whole process group: driver, fork server, clients
     and workers at once. Workers that died of it before the driver unwound used to
     leave Beam's runner waiting for their bundles for ever (the driver hung, with stock
     and forked workers alike); now only the driver takes it: exit 130, nothing left
-    running, nothing written."""
+    running, nothing written. Stock workers asked for by ``--beam-opt`` too."""
     corpus = repo_root / "fixtures" / "sample" / "corpus"
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultline", "ingest", str(corpus), "--db",
-         str(tmp_path / "x.duckdb"), "--workers", "2"],
+         str(tmp_path / "x.duckdb"), "--workers", "2", *beam_opts],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group, as a terminal's job
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -266,7 +285,7 @@ def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path):
         workers: list[int] = []
         while not workers and time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError):  # a process may end while it is read
-                workers = [w for s in _children(proc.pid) for w in _children(s)]
+                workers = _sdk_workers(proc.pid)
             time.sleep(0.01)
         assert workers, "no forked worker seen while the sample was parsed"
         os.killpg(proc.pid, signal.SIGINT)
