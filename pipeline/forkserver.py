@@ -40,20 +40,20 @@ running, remove its directory and exit. A worker dies with the server
 kills the client of a worker it gives up on). The socket and the token file live in a
 directory of the run's own (``mkdtemp``: mode 0700); a connection must come from this
 user (``SO_PEERCRED``) and present the token, or it is closed without a fork.
+
+This module is the driver's side (the handle, the worker command, the pipeline's
+process); the server's own process runs :mod:`faultline.pipeline.forkloop`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import os
 import secrets
 import shlex
 import shutil
-import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -145,7 +145,7 @@ class ForkServer:
                 f.write(secrets.token_hex(16))
             log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop)
             process = subprocess.Popen(
-                [sys.executable, "-m", "faultline.pipeline.forkserver", str(directory),
+                [sys.executable, "-m", "faultline.pipeline.forkloop", str(directory),
                  *preload],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
                 env=dict(os.environ, **THREADLESS))
@@ -299,259 +299,3 @@ class PipelineProcess:
             self._job_pipe = -1
         self._replies.close()
         self._sock.close()
-
-
-# --- the server process -------------------------------------------------------------
-
-
-def serve(directory: Path, preload: tuple[str, ...] = PRELOAD) -> int:
-    """Bind, import ``preload``, then fork workers until stdin ends (module doc)."""
-    import importlib
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
-    token = (directory / forkclient.TOKEN).read_text().strip()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(directory / forkclient.SOCKET))
-    listener.listen(64)  # clients that come before the imports end wait in the backlog
-    try:
-        for name in preload:
-            importlib.import_module(name)
-        import ctypes  # noqa: F401 (the children's prctl: imported before any fork)
-
-        n = threads()
-        if n != 1:
-            print(f"faultline fork server: {n} threads after importing, not forking",
-                  file=sys.stderr)
-            return 1
-        import gc
-
-        # the imported modules' objects are the workers' too: out of the collector's
-        # reach, a worker's collections neither walk them nor copy their pages
-        gc.freeze()
-        (directory / READY).touch()
-        _Loop(listener, token, directory).run()
-        return 0
-    finally:
-        listener.close()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-class _Loop:
-    """The server's one thread: the driver's pipe, new clients, and each worker's
-    client connection and pidfd, in one selector."""
-
-    def __init__(self, listener: socket.socket, token: str, directory: Path) -> None:
-        import selectors
-
-        self.listener, self.token, self.directory = listener, token, directory
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(0, selectors.EVENT_READ, ("driver",))
-        self.selector.register(listener, selectors.EVENT_READ, ("accept",))
-        self.workers: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, conn)
-
-    def run(self) -> None:
-        try:
-            while True:
-                for key, _events in self.selector.select():
-                    kind = key.data[0]
-                    if kind == "driver":
-                        if not os.read(0, 4096):
-                            return
-                    elif kind == "accept":
-                        self._accept()
-                    elif kind == "exited":
-                        self._reap(key.fd)
-                    elif kind == "client":  # a client only ever closes: it went away
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(key.data[1], signal.SIGKILL)
-                        self.selector.unregister(key.fileobj)
-        finally:
-            for pidfd, (pid, _conn) in list(self.workers.items()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                self._reap(pidfd)
-
-    def _accept(self) -> None:
-        conn, _addr = self.listener.accept()
-        fds: list[int] = []
-        try:
-            conn.settimeout(HANDSHAKE_TIMEOUT_S)
-            request, fds = self._request(conn)
-        except (OSError, ValueError) as exc:
-            print(f"faultline fork server: refused a connection: {exc}", file=sys.stderr)
-            for fd in fds:
-                os.close(fd)
-            conn.close()
-            return
-        self._fork(conn, request, fds)
-
-    def _request(self, conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-        """The client's request and its stdio, checked: this user, this run's token."""
-        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(
-            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        data, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 3)
-        try:
-            if uid != os.getuid():
-                raise ValueError(f"from uid {uid}")
-            if len(fds) != 3 or len(data) < 4:
-                raise ValueError("no stdio attached")
-            (size,) = struct.unpack(">I", data[:4])
-            body = data[4:]
-            while len(body) < size:
-                more = conn.recv(size - len(body))
-                if not more:
-                    raise ValueError("cut short")
-                body += more
-            request = json.loads(body)
-            if not hmac.compare_digest(str(request.get("token", "")), self.token):
-                raise ValueError("not this run's token")
-        except (OSError, ValueError):
-            for fd in fds:
-                os.close(fd)
-            raise
-        return request, fds
-
-    def _fork(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
-        import selectors
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        server = os.getpid()
-        pipeline = request.get("kind") == "pipeline"
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                self._close_inherited(conn)
-                code = (_be_pipeline(server, self.directory, request, fds) if pipeline
-                        else _be_worker(server, request, fds))
-            finally:
-                os._exit(code)
-        for fd in fds:
-            os.close(fd)
-        with (self.directory / (PIPELINE if pipeline else FORKED)).open("a") as f:
-            f.write(f"{pid}\n")
-        pidfd = os.pidfd_open(pid)
-        self.workers[pidfd] = (pid, conn)
-        self.selector.register(pidfd, selectors.EVENT_READ, ("exited",))
-        conn.settimeout(None)
-        try:
-            conn.sendall(f"pid {pid}\n".encode())
-        except OSError:
-            os.kill(pid, signal.SIGKILL)  # reaped when its pidfd turns readable
-            return
-        self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
-
-    def _close_inherited(self, conn: socket.socket) -> None:
-        """In a new worker: the server's sockets, pidfds and selector are not its own."""
-        for _pidfd, (_pid, other) in self.workers.items():
-            other.close()
-        for pidfd in self.workers:
-            os.close(pidfd)
-        self.selector.close()
-        self.listener.close()
-        conn.close()
-
-    def _reap(self, pidfd: int) -> None:
-        """A worker ended: tell its client how (if it is still there), forget it."""
-        pid, conn = self.workers.pop(pidfd)
-        _pid, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        with contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(pidfd)
-        with contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(conn)
-        os.close(pidfd)
-        with contextlib.suppress(OSError):
-            conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
-        conn.close()
-
-
-def _become_client(server: int, request: dict[str, Any], fds: list[int]) -> bool:
-    """In a fresh fork: die with the server, take the client's stdio, working
-    directory and environment, leave Ctrl-C to the driver. False if the server died
-    already."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != server:  # the server died before the line above
-        return False
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's (IGNORE_INT)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-    return True
-
-
-def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
-                 fds: list[int]) -> int:
-    """Import the transforms, read the job from stdin (:class:`PipelineProcess`) and
-    run the driver's pipeline in this fresh fork, its workers forked by the server;
-    write the outcome (``{"ok"}``, or the error's message and whether it was a Ctrl-C
-    Beam wrapped) to the file the driver named. Exit 0 (also: no job came), or 1."""
-    import logging
-    import traceback
-
-    if not _become_client(server, request, fds):
-        return 1
-    # the transforms (polars, the parsers) before the job comes: module doc
-    from faultline.pipeline import beamrun, transforms  # noqa: F401
-
-    chunks = []
-    while chunk := os.read(0, 1 << 20):
-        chunks.append(chunk)
-    if not chunks:
-        return 0  # the driver needed no pipeline (one worker, nothing new, Ctrl-C)
-    given = json.loads(b"".join(chunks))
-    sys.stderr.flush()
-    for target, path, flags in ((0, os.devnull, os.O_RDONLY),
-                                (2, given["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)):
-        fd = os.open(path, flags, 0o644)
-        os.dup2(fd, target)
-        os.close(fd)
-    try:
-        beamrun.run_job(beamrun.Job.from_json(given["job"]), worker_command(directory))
-        outcome: dict[str, Any] = {"ok": True}
-    except BaseException as exc:  # the driver raises it; the traceback goes to beam.log
-        traceback.print_exc()
-        outcome = {"ok": False, "error": str(exc), "interrupt": beamrun.is_interrupt(exc)}
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    Path(given["result"]).write_text(json.dumps(outcome))
-    return 0 if outcome["ok"] else 1
-
-
-def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
-    """Turn this fresh fork into Beam's SDK worker with the client's environment and
-    stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
-    import logging
-    import traceback
-
-    if not _become_client(server, request, fds):
-        return 1
-    from apache_beam.runners.worker import sdk_worker_main
-
-    sys.argv = [sdk_worker_main.__file__]
-    code = 0
-    try:
-        sdk_worker_main.main(sys.argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # what python -m prints before its exit 1
-        traceback.print_exc()
-        code = 1
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(serve(Path(sys.argv[1]), tuple(sys.argv[2:]) or PRELOAD))
