@@ -1,6 +1,5 @@
 """The fork server of Beam's workers (``pipeline/forkserver.py``, ``forkloop.py``): it forks only
-with
-one thread, its workers write the tables stock workers write, its clients fall back to
+with one thread, its workers write the tables stock workers write, its clients fall back to
 stock workers when it cannot serve them, it forks for no one else, and nothing of it
 outlives the run: after success, a failing transform, Ctrl-C, or ``kill -9`` of the
 driver."""
