@@ -20,6 +20,7 @@ from pathlib import Path
 import apache_beam as beam
 import duckdb
 import pytest
+from procs import children, wait_gone
 
 from faultline.cli import PAUSE_ENV
 from faultline.pipeline import forkclient, forkserver
@@ -30,23 +31,6 @@ from faultline.pipeline.run import ingest
 pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="Linux fork server")
 
 READY_S = 120  # importing Beam on a loaded 2-core machine
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie (an orphan the container's init does not reap)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def _wait_gone(pids: list[int], timeout: float = 20) -> bool:
-    deadline = time.monotonic() + timeout
-    while not all(_gone(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _transforms() -> tuple:
@@ -180,7 +164,7 @@ def test_nothing_outlives_a_failing_transform(server, tmp_path):
     assert forked
     server.stop()
     assert server.process.returncode == 0
-    assert _wait_gone(forked)
+    assert wait_gone(forked)
     assert not server.directory.exists()
 
 
@@ -202,15 +186,10 @@ def test_the_server_exits_when_its_driver_is_killed():
         pid, directory = driver.stdout.readline().split()
         driver.kill()
         driver.wait()
-        assert _wait_gone([int(pid)])
+        assert wait_gone([int(pid)])
         assert not Path(directory).exists()
     finally:
         driver.kill()
-
-
-def _children(pid: int) -> list[int]:
-    return [int(c) for t in os.listdir(f"/proc/{pid}/task")
-            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
 
 
 def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
@@ -223,12 +202,12 @@ def test_ctrl_c_leaves_no_server(repo_root, tmp_path):
     try:
         assert proc.stderr is not None
         assert proc.stderr.readline().strip() == "faultline: paused at discover"
-        servers = _children(proc.pid)
+        servers = children(proc.pid)
         assert servers  # started before the driver's imports
         proc.send_signal(signal.SIGINT)
         proc.stderr.read()
         assert proc.wait(timeout=120) == 130
-        assert _wait_gone(servers)
+        assert wait_gone(servers)
     finally:
         proc.kill()
     assert not list(tmp_path.iterdir())
@@ -290,7 +269,7 @@ def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path, beam_o
         assert workers, "no forked worker seen while the sample was parsed"
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 130
-        assert _wait_gone(workers)
+        assert wait_gone(workers)
         deadline = time.monotonic() + 20
         while _session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from procs import children, wait_gone
 
 from faultline.pipeline import beamrun, forkserver
 from faultline.pipeline.batching import BATCH_SIZE
@@ -151,7 +152,7 @@ def test_a_failing_transforms_message_reaches_the_user(repo_root, tmp_path, capf
     assert "while running 'ParseCorpus/Write'" in str(remote.value)
     assert "File exists" in capfd.readouterr().err  # beam.log's tail, as a local run shows
     assert pipelines and workers
-    assert _wait_gone(pipelines + workers)
+    assert wait_gone(pipelines + workers)
     with pytest.raises(RuntimeError) as local:  # the driver's own run (its own server)
         _failing_parse(repo_root, tmp_path, None, "local")
     assert type(local.value) is not beamrun.PipelineFailed
@@ -163,30 +164,6 @@ def _last_line(exc: BaseException) -> str:
     """The failing transform's own error (Beam's message ends with it)."""
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     return lines[-1] if lines else ""
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def _wait_gone(pids: list[int], timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while not all(_gone(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for t in os.listdir(f"/proc/{pid}/task")
-                for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 @pytest.mark.parametrize("victim", ["server", "driver"])
@@ -205,16 +182,16 @@ def test_a_kill_mid_parse_ends_everything(victim, repo_root, tmp_path):
         forks: list[int] = []
         server = 0
         while len(forks) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            servers = _children(proc.pid)
+            servers = children(proc.pid)
             server = servers[0] if servers else 0
-            forks = _children(server) if server else []  # the pipeline's, the workers
+            forks = children(server) if server else []  # the pipeline's, the workers
             time.sleep(0.01)
         assert len(forks) >= 2, "no pipeline process and worker seen mid-parse"
         os.kill(server if victim == "server" else proc.pid, signal.SIGKILL)
         assert proc.stderr is not None
         err = proc.stderr.read()
         code = proc.wait(timeout=120)
-        assert _wait_gone([server, *forks])
+        assert wait_gone([server, *forks])
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
