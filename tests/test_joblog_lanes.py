@@ -46,7 +46,8 @@ WATCH = (f"{T0} [rank27]:[E701 12:10:00.523400000 ProcessGroupNCCL.cpp:632] [Ran
 PROG = (f"{T0} [rank1]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 "
         "(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog "
         "at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.")
-# real lines of small x4 (slurmstepd's and torch elastic's own wordings)
+# lines in small x4's shapes: the simulator's, written to slurmstepd's and torch elastic's
+# wordings (not lines collected from a real cluster)
 CANCEL = (f"{T0} slurmstepd: error: *** STEP 1276042.0 ON gpu-039 CANCELLED AT "
           "2024-07-01T12:00:02 ***")
 CANCEL_DUE = (f"{T0} slurmstepd: error: *** JOB 1274608 ON gpu-061 CANCELLED AT "
