@@ -8,12 +8,14 @@ Every field of every event must agree, as objects, as columns, and in the tables
 :func:`fileparse.parse_batch` writes (clock-backwards flags, event ids, row order, line
 accounting, a grown file's window). The in-shape lines are the formats of
 ``tests/test_parse_joblog.py`` (PyTorch ``ProcessGroupNCCL.cpp``, NCCL ``bootstrap.cc``
-wordings); the variants are shapes a lane must NOT take, or must take and still read
-the same (an earlier rule's literal in a host name, non-ASCII digits, a tab, a
-10-digit fraction, an oversized rank, a stamp ``parse_iso`` refuses, ``"`` and ``\\`` in
-an address, a line inside a traceback, a file with no host of its own, one without
-collector stamps). Property tests: ``json_object`` against ``json.dumps``, the stamp
-expressions against ``parse_iso``, random hostile lane lines and losses.
+wordings) and real slurmstepd and torch elastic lines (more of them, with what each
+reads as, in ``tests/test_joblog_real_lines.py``); the variants are shapes a lane must
+NOT take, or must take and still read the same (an earlier rule's literal in a host
+name, non-ASCII digits, a tab, a 10-digit fraction, an oversized rank, a stamp
+``parse_iso`` refuses, ``"`` and ``\\`` in an address, a line inside a traceback, a file
+with no host of its own, one without collector stamps). Property tests: ``json_object``
+against ``json.dumps``, the stamp expressions against ``parse_iso``, random hostile lane
+lines and losses.
 """
 
 from __future__ import annotations
@@ -27,17 +29,14 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from joblog_paths import CTX, ROUTINE, T0, both, event_rows, lane_rows
 
 from faultline.pipeline import colexpr, fileparse, resume, timeutil
-from faultline.pipeline.fileparse import attrs_json
 from faultline.pipeline.linebatch import LineBatch
 from faultline.pipeline.parsers import joblog, joblog_lanes, trainer
 from faultline.pipeline.records import ParseContext
 from faultline.pipeline.settings import IngestSettings
 
-CTX = ParseContext(path="jobs/81234/node0007.log", host="node0007", job_id="81234",
-                   job_window=(1_719_835_200_000_000, 1_719_900_000_000_000))
-T0 = "2024-07-01T12:00:03.000001Z"
 BOOT = f"{T0} node0042:2231:2290 [3] NCCL INFO Bootstrap : Using eth0:10.1.2.42<0>"
 WATCH = (f"{T0} [rank27]:[E701 12:10:00.523400000 ProcessGroupNCCL.cpp:632] [Rank 27] "
          "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=482113, "
@@ -46,15 +45,19 @@ WATCH = (f"{T0} [rank27]:[E701 12:10:00.523400000 ProcessGroupNCCL.cpp:632] [Ran
 PROG = (f"{T0} [rank1]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 "
         "(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog "
         "at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.")
-# lines in small x4's shapes: the simulator's, written to slurmstepd's and torch elastic's
-# wordings (not lines collected from a real cluster)
-CANCEL = (f"{T0} slurmstepd: error: *** STEP 1276042.0 ON gpu-039 CANCELLED AT "
-          "2024-07-01T12:00:02 ***")
+# Real lines (tests/test_joblog_real_lines.py has more, with what each reads as), after
+# the collector's stamp; the hostile variants below are edits of them.
+# https://github.com/qiskit-community/spank-plugins/pull/17 (scancel: no reason given)
+CANCEL_AT = "2025-02-13T15:47:35"
+CANCEL = f"{T0} slurmstepd: error: *** STEP 3.0 ON c1 CANCELLED AT {CANCEL_AT} ***"
+# Slurm's own wording (src/slurmd/slurmstepd/req.c, _handle_signal_container); no real line
+# with this reason was found to quote, so job, host and time are the simulator's
 CANCEL_DUE = (f"{T0} slurmstepd: error: *** JOB 1274608 ON gpu-061 CANCELLED AT "
-              "2024-07-01T12:00:02 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")
-ELASTIC = (f"{T0} E1124 01:45:17.546722 323471 torch/distributed/elastic/multiprocessing/"
-           "api.py:869] failed (exitcode: -6) local_rank: 0 (pid: 323472) of binary: "
-           "/usr/bin/python3")
+              f"{CANCEL_AT} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***")
+# https://github.com/pytorch/pytorch/issues/126544 (BSD-3-Clause)
+ELASTIC = (f"{T0} E0517 08:24:03.805000 140617718325696 torch/distributed/elastic/"
+           "multiprocessing/api.py:826] failed (exitcode: -6) local_rank: 0 (pid: 970611) of "
+           "binary: /tmp/venv/bin/python3")
 
 # (id, line, whether a lane takes it)
 CASES = [
@@ -96,12 +99,12 @@ CASES = [
     ("cancel_due_two_spaces", CANCEL_DUE.replace("NODE FAILURE", "TIME  LIMIT"), True),
     ("cancel_due_one_letter", CANCEL_DUE.replace("NODE FAILURE", "X"), False),
     ("cancel_due_lowercase", CANCEL_DUE.replace("DUE TO", "DUE to"), False),
-    ("cancel_no_such_day", CANCEL.replace("T12:00:02", "T24:00:02"), True),
-    ("cancel_at_out_of_range", CANCEL.replace("AT 2024-", "AT 1969-"), True),
-    ("cancel_at_zoned", CANCEL.replace("T12:00:02", "T12:00:02Z"), False),
-    ("cancel_no_host", CANCEL.replace("ON gpu-039 ", ""), False),
-    ("cancel_host_later_rules_literal", CANCEL.replace("gpu-039", "ncclSystemError"), True),
-    ("cancel_srun_prefix", CANCEL.replace("slurmstepd: ", "slurmstepd-gpu-039: "), False),
+    ("cancel_no_such_day", CANCEL.replace("T15:47:35", "T24:47:35"), True),
+    ("cancel_at_out_of_range", CANCEL.replace("AT 2025-", "AT 1969-"), True),
+    ("cancel_at_zoned", CANCEL.replace(CANCEL_AT, CANCEL_AT + "Z"), False),
+    ("cancel_no_host", CANCEL.replace("ON c1 ", ""), False),
+    ("cancel_host_later_rules_literal", CANCEL.replace("ON c1", "ON ncclSystemError"), True),
+    ("cancel_srun_prefix", CANCEL.replace("slurmstepd: ", "slurmstepd-c1: "), False),
     ("cancel_rank_prefix", CANCEL.replace("slurmstepd", "[rank3]:slurmstepd"), False),
     ("elastic_failed", ELASTIC, True),
     ("elastic_failed_positive", ELASTIC.replace("exitcode: -6", "exitcode: 1"), True),
@@ -111,58 +114,15 @@ CASES = [
     ("elastic_failed_no_binary", ELASTIC.split(" of binary")[0], False),
     ("elastic_failed_binary_rule_literal", ELASTIC + "/ChildFailedError", True),
     ("elastic_failed_binary_later_rules_literal", ELASTIC + "/ncclInternalError", True),
-    ("elastic_failed_nccl_prefix", ELASTIC.replace("E1124 ", "n1:5:6 [7] E1124 "), False),
-    ("elastic_failed_arabic_digits", ELASTIC.replace("pid: 323472", "pid: \u0663"), False),
+    ("elastic_failed_nccl_prefix", ELASTIC.replace("E0517 ", "n1:5:6 [7] E0517 "), False),
+    ("elastic_failed_arabic_digits", ELASTIC.replace("pid: 970611", "pid: \u0663"), False),
 ]
-ROUTINE = [f"{T0} [rank0]:step 12 ok"] * (joblog.SMALL_FILE_LINES + 8)
-
-
-def _row(e) -> tuple:
-    return (e.line_no, e.line_end, e.kind, e.message, e.ts, e.ts_quality, e.host, e.xid,
-            e.device, e.job_id, e.rank, attrs_json(e.attrs))
-
-
-def _events(fp) -> list[tuple]:
-    return [_row(e) for e in fp.events]
-
-
-def _columnar(fp) -> list[tuple]:
-    """A columnar parse's events (objects and columns) in line order, attrs as stored."""
-    rows = _events(fp)
-    if fp.columns is not None:
-        rows += [(line_no, line_no, kind, message, ts, quality, host, None, None, job_id,
-                  rank, attrs)
-                 for line_no, kind, ts, quality, host, rank, message, attrs, job_id
-                 in fp.columns.select(joblog_lanes.EVENT_COLUMNS).iter_rows()]
-    return sorted(rows, key=lambda r: r[0])
-
-
-def _both(lines: list[str], ctx: ParseContext) -> tuple[list[tuple], list[tuple]]:
-    """(batched, with lanes; general path alone) events of one file; the batched
-    parse as objects and as columns must agree, attrs byte for byte."""
-    fast = joblog.parse_many([(lines, ctx)])[0]
-    cols = joblog.parse_many([(lines, ctx)], columnar=True)[0]
-    slow = joblog.parse_lines(lines, ctx)
-    assert fast.lines == slow.lines and fast.event_lines == slow.event_lines
-    assert cols.event_lines == slow.event_lines
-    assert _columnar(cols) == _events(fast)
-    return _events(fast), _events(slow)
-
-
-def _lane_rows(lines: list[str], tz_utc: bool = True) -> set[int]:
-    batch = LineBatch([lines])
-    hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
-    frame = joblog_lanes.lane_frame(batch, hits, joblog._RULE_CHECKS, np.array([True]),
-                                    np.array([tz_utc]))
-    return set(frame["row"].to_list())
-
-
 @pytest.mark.parametrize(("line", "taken"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_lane_reads_a_line_as_the_general_path_does(line, taken):
     lines = [*ROUTINE, line, *ROUTINE[:3]]
-    fast, slow = _both(lines, CTX)
+    fast, slow = both(lines, CTX)
     assert fast == slow
-    assert (len(ROUTINE) in _lane_rows(lines)) is taken
+    assert (len(ROUTINE) in lane_rows(lines)) is taken
 
 
 @pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin"])
@@ -170,9 +130,9 @@ def test_a_zone_less_stamp_takes_a_lane_only_in_utc(tz):
     line = BOOT.replace("Z ", " ")
     lines = [*ROUTINE, line, *ROUTINE[:3]]
     ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
-    fast, slow = _both(lines, ctx)
+    fast, slow = both(lines, ctx)
     assert fast == slow and fast[0][5] == "assumed_tz"
-    assert (len(ROUTINE) in _lane_rows(lines, tz == "UTC")) is (tz == "UTC")
+    assert (len(ROUTINE) in lane_rows(lines, tz == "UTC")) is (tz == "UTC")
 
 
 
@@ -181,9 +141,9 @@ def test_a_zone_less_stamp_takes_a_lane_only_in_utc(tz):
                                 "2024-11-03T01:30:00", "2024-10-27T02:30:00",  # folds
                                 "2024-02-30T01:00:00", "1999-12-31T23:30:00"])
 def test_a_cancel_lines_local_time_reads_in_the_files_zone(tz, at):
-    lines = [*ROUTINE, CANCEL.replace("2024-07-01T12:00:02", at), *ROUTINE[:3]]
+    lines = [*ROUTINE, CANCEL.replace(CANCEL_AT, at), *ROUTINE[:3]]
     ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
-    fast, slow = _both(lines, ctx)
+    fast, slow = both(lines, ctx)
     assert fast == slow
     batch = LineBatch([lines])
     hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
@@ -197,7 +157,7 @@ def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
              for k in range(1, 40)]
     many = joblog.parse_many(files)
     for (lines, ctx), fp in zip(files, many, strict=True):
-        assert _events(fp) == _events(joblog.parse_lines(lines, ctx))
+        assert event_rows(fp) == event_rows(joblog.parse_lines(lines, ctx))
         assert [e.kind for e in fp.events] == ["nccl_bootstrap", "nccl_watchdog",
                                                "nccl_watchdog_progress"]
 
@@ -209,13 +169,13 @@ def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
 def test_lane_lines_inside_a_traceback_and_hostless_files_agree(ctx):
     lines = [*ROUTINE, f"{T0} Traceback (most recent call last):", f"{T0}   {BOOT}", WATCH,
              f"{T0} RuntimeError: boom", PROG, *ROUTINE[:3]]
-    fast, slow = _both(lines, ctx)
+    fast, slow = both(lines, ctx)
     assert fast == slow
 
 
 def test_a_file_without_collector_stamps_takes_the_general_path():
     bare = [ln.split(" ", 1)[1] for ln in ROUTINE] + [BOOT.split(" ", 1)[1], BOOT]
-    fast, slow = _both(bare, CTX)
+    fast, slow = both(bare, CTX)
     assert fast == slow
 
 
@@ -347,7 +307,7 @@ def test_lane_lines_with_hostile_fields_agree_with_the_general_path(shapes):
     lines = list(ROUTINE)
     for stamp, address, line in shapes:
         lines.append(stamp + line[len(T0):].replace("10.1.2.42", address))
-    fast, slow = _both(lines, CTX)
+    fast, slow = both(lines, CTX)
     assert fast == slow
     files, events = _tables([_item("jobs/81234/node0007.log", lines)])
     assert (files, events) == _tables([_item("jobs/81234/node0007.log", lines)],
@@ -366,15 +326,15 @@ AT = st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\Z",
 def test_cancel_and_exit_lines_with_hostile_fields_agree_with_the_general_path(shapes, tz):
     lines = list(ROUTINE)
     for at, due, binary, code in shapes:
-        lines.append(CANCEL_DUE.replace("2024-07-01T12:00:02", at)
+        lines.append(CANCEL_DUE.replace(CANCEL_AT, at)
                      .replace("NODE FAILURE", due))
-        lines.append(CANCEL.replace("2024-07-01T12:00:02", at))
-        lines.append(ELASTIC.replace("/usr/bin/python3", binary)
+        lines.append(CANCEL.replace(CANCEL_AT, at))
+        lines.append(ELASTIC.replace("/tmp/venv/bin/python3", binary)
                      .replace("exitcode: -6", f"exitcode: {code}"))
     ctx = ParseContext(path=CTX.path, host=CTX.host, job_id=CTX.job_id, tz=tz)
-    fast, slow = _both(lines, ctx)
+    fast, slow = both(lines, ctx)
     assert fast == slow
-    assert set(range(len(ROUTINE), len(lines))) == _lane_rows(lines, tz == "UTC") | {
+    assert set(range(len(ROUTINE), len(lines))) == lane_rows(lines, tz == "UTC") | {
         r for r in range(len(ROUTINE), len(lines), 3) if "DUE TO" in lines[r]}
     item = _item("jobs/81234/node0007.log", lines)
     settings_ = IngestSettings(tz=tz)

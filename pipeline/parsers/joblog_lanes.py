@@ -18,13 +18,14 @@ of 199k job-log events but 150, one line in four; the first three below 188k)::
         failed (exitcode: -6) local_rank: 0 (pid: 323472) of binary: /usr/bin/python3
 
 (shapes as in PyTorch's ``ProcessGroupNCCL.cpp`` and ``elastic/multiprocessing/api.py``,
-NCCL's ``bootstrap.cc`` and slurmstepd's; real lines: tests/test_parse_joblog.py and
-tests/test_joblog_lanes.py). The general path reads each such line with
-several Python regexes (prefixes, then every rule in order, then the kind's fields):
-about 16 us a line. Here one polars ``extract_groups`` per shape, over the candidate
-lines of the whole batch, takes every field at once, and the lanes' events are built
-there as columns (:func:`lane_frame`): time, message and the attrs JSON are polars
-expressions (:mod:`faultline.pipeline.colexpr`), no Python object per event.
+NCCL's ``bootstrap.cc`` and slurmstepd's; real lines: tests/test_parse_joblog.py,
+tests/test_joblog_lanes.py and, for the cancel and elastic lanes with the shapes they
+leave to the general path, tests/test_joblog_real_lines.py). The general path reads each
+such line with several Python regexes (prefixes, then every rule in order, then the
+kind's fields): about 16 us a line. Here one polars ``extract_groups`` per shape, over
+the candidate lines of the whole batch, takes every field at once, and the lanes' events
+are built there as columns (:func:`lane_frame`): time, message and the attrs JSON are
+polars expressions (:mod:`faultline.pipeline.colexpr`), no Python object per event.
 
 Exactness: each lane's pattern matches the WHOLE line (``^...$``), with every free field
 narrowed to characters the general path reads the same way (ASCII digits, no ``<``,

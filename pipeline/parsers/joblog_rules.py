@@ -123,9 +123,16 @@ _PROGRESS = re.compile(
 )
 _STUCK = re.compile(r"stuck for (\d+) seconds")
 _PG = re.compile(r"\[PG (?:ID )?(\w+)")
+# slurmstepd's cancellation: ``*** JOB 12 ON gpu-1 CANCELLED AT <time> DUE TO <REASON> ***``
+# (Slurm's src/slurmd/slurmstepd/req.c); older releases named the host last, in lower case:
+# ``*** JOB 12 CANCELLED AT <time> DUE TO TIME LIMIT on gpu-1 ***`` and
+# ``*** JOB 12 CANCELLED AT <time> *** on gpu-1``. The reason is matched lazily so that
+# the old form's `` on <host>`` is the host, not part of the reason (today's reasons are
+# upper case and never hold `` on ``).
 _CANCELLED = re.compile(
     r"\*\*\* (JOB|STEP) (\S+) (?:ON (\S+) )?CANCELLED AT (\S+)"
-    r"(?: DUE (?:TO|to) ([^*,]*[^*,\s]))?(?:,|\s*\*\*\*|$)"
+    r"(?: DUE (?:TO|to) ([^*,]*?[^*,\s]))?(?: on (\S+?))?"
+    r"(?:,|\s*\*\*\*(?: on (\S+))?|$)"
 )
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 _ELASTIC_FAILED = re.compile(
@@ -254,8 +261,8 @@ def _attrs_cancelled(body: str, hit: Hit, ctx: ParseContext) -> None:
     if m := _CANCELLED.search(body):
         hit.attrs["scope"] = m.group(1).lower()
         hit.attrs["slurm_job"] = m.group(2)
-        if m.group(3):
-            hit.host = m.group(3)
+        if host := m.group(3) or m.group(6) or m.group(7):
+            hit.host = host
         when = parse_iso(m.group(4), ctx.zone)
         hit.attrs["cancelled_at"] = when[0] if when and in_range(when[0]) else None
         hit.attrs["due_to"] = m.group(5)
