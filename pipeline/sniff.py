@@ -10,6 +10,7 @@ A tie or a weak score falls back to the path hint; nothing matching at all is
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from itertools import islice
 from pathlib import PurePosixPath
 
@@ -97,6 +98,13 @@ def path_hint(path: str) -> str | None:
         if rx.search(path):
             return source
     return None
+
+
+def path_hints(paths: Iterable[str]) -> list[str | None]:
+    """:func:`path_hint` of each path, in order: computed once on the driver and shared
+    by the zone decision and the pre-pass, which each needed every path's (100k paths:
+    0.2 s a pass)."""
+    return [path_hint(p) for p in paths]
 
 
 def sniff(lines: list[str], path: str = "") -> str:

@@ -28,18 +28,18 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from faultline.pipeline.fileparse import context_from_path
+from faultline.pipeline.fileparse import path_job_id
 from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParseContext
-from faultline.pipeline.sniff import path_hint
-from faultline.pipeline.text import decode, split_lines
+from faultline.pipeline.sniff import path_hints
+from faultline.pipeline.text import decode, head_lines, split_lines, tail_lines
 from faultline.pipeline.timeutil import in_range, parse_iso
 from faultline.pipeline.tzinfer import (
     KIND_WORDS,
@@ -72,25 +72,43 @@ _UTC = ZoneInfo("UTC")
 
 
 def offsets_in(lines: Iterable[str]) -> list[Observation]:
-    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant."""
+    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant.
+
+    The wall time read as UTC, less the offset: what ``parse_iso`` gives the stamp with
+    its offset (the same checks: a real date and time, an offset under 24 h), without a
+    datetime. The lines of a chunk share their days and offsets, so each distinct date
+    is read once (by ``parse_iso``: its calendar check) and each distinct offset once;
+    only the time of day is read per line, checked as ``parse_iso`` checks it."""
     out = []
+    days: dict[str, int | None] = {}  # "YYYY-MM-DD" -> its midnight, epoch us
+    offsets: dict[str, int | None] = {}  # "-08:00" -> -28800 (None: 24 h or more)
     for line in lines:
         m = _OFFSET_STAMP.match(line)
         if not m:
             continue
-        # The wall time read as UTC, less the offset: what parse_iso gives the stamp with
-        # its offset (the same checks: a real date and time, an offset under 24 h), but
-        # on parse_iso's regex-free path for collector stamps instead of a datetime.
-        sign = -1 if m.group(2)[0] == "-" else 1
-        digits = m.group(2)[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + int(digits[2:])
-        wall = parse_iso(m.group(1) + "Z", _UTC)
-        if wall is None or minutes >= 24 * 60:
+        stamp, off = m.group(1, 2)
+        if (day := days.get(stamp[:10], -1)) == -1:
+            got = parse_iso(stamp[:10] + "T00:00:00Z", _UTC)
+            day = days[stamp[:10]] = got[0] if got else None
+        if (off_s := offsets.get(off, -1)) == -1:
+            off_s = offsets[off] = _offset_s(off)
+        hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+        if day is None or off_s is None or hour > 23 or minute > 59 or second > 59:
             continue
-        at = wall[0] - sign * minutes * 60 * _US
+        frac = stamp[20:26]  # after [.,]: up to 9 digits, of which microseconds the first 6
+        at = (day + ((hour * 60 + minute) * 60 + second - off_s) * _US
+              + (int(frac.ljust(6, "0")) if frac else 0))
         if in_range(at):
-            out.append(Observation(at, sign * minutes * 60, "offset"))
+            out.append(Observation(at, off_s, "offset"))
     return out
+
+
+def _offset_s(text: str) -> int | None:
+    """``-08:00`` / ``+0530`` in seconds; None for 24 h or more (no such offset)."""
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    minutes = int(digits[:2]) * 60 + int(digits[2:])
+    return None if minutes >= 24 * 60 else sign * minutes * 60
 
 
 def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observation]:
@@ -213,28 +231,29 @@ def _chunks(path: str, tail: bool) -> list[list[str]]:
         out = []
         if data[:2] == b"\x1f\x8b":
             data = _gunzip_head(data, CHUNK)
-        out.append(split_lines(decode(data))[:LINES_PER_CHUNK])
+        out.append(head_lines(data, LINES_PER_CHUNK))
         if tail and "://" not in path and not path.endswith(".gz"):
             with Path(path).open("rb") as f:
                 size = f.seek(0, 2)
                 if size > 2 * CHUNK:
                     f.seek(size - CHUNK)
-                    out.append(split_lines(decode(f.read(CHUNK)))[1:][-LINES_PER_CHUNK:])
+                    out.append(tail_lines(f.read(CHUNK), LINES_PER_CHUNK))
         return out
     except OSError:  # vanished or unreadable since discovery: the parse says so
         return []
 
 
-def gather(paths: list[str]) -> Evidence:
-    """Observations from a spread sample of ``paths`` (see the module docstring)."""
+def gather(paths: list[str], hints: Sequence[str | None] | None = None) -> Evidence:
+    """Observations from a spread sample of ``paths`` (see the module docstring);
+    ``hints``: their :func:`~faultline.pipeline.sniff.path_hint`, when the caller has
+    them already."""
     obs: list[Observation] = []
     zoneless = False
     starts: dict[str, int] = {}
     span: tuple[int, int] | None = None  # first and last sacct Start/End
     kernel: list[str] = []
     jobs: dict[str, list[str]] = {}  # job id -> its job logs (one per host)
-    for path in paths:
-        hint = path_hint(path)
+    for path, hint in zip(paths, path_hints(paths) if hints is None else hints, strict=True):
         if hint in ZONELESS_HINTS:
             zoneless = True
         if hint == "sacct":
@@ -248,7 +267,7 @@ def gather(paths: list[str]) -> Evidence:
         elif hint == "kernel":
             kernel.append(path)
         elif hint == "job":
-            job = context_from_path(path, "UTC").job_id
+            job = path_job_id(path)
             if job and not path.rsplit("/", 1)[-1].startswith("train"):
                 jobs.setdefault(job, []).append(path)
     for path in _spread(sorted(kernel), MAX_FILES):
@@ -306,13 +325,15 @@ class ZoneDecision:
 
 
 def decide_zone(paths: list[str], tz: str | None,
-                window: tuple[int, int] | None = None) -> ZoneDecision:
+                window: tuple[int, int] | None = None,
+                hints: Sequence[str | None] | None = None) -> ZoneDecision:
     """``--tz`` when given (warning when the evidence says otherwise), else the zone the
     evidence names, else UTC when there is no evidence; an error when the evidence
-    is ambiguous or contradicts itself and the corpus has zone-less times."""
+    is ambiguous or contradicts itself and the corpus has zone-less times (``hints``:
+    as :func:`gather` takes them)."""
     if tz is not None:
         zone = normalize_zone(tz)
-        ev = gather(paths)
+        ev = gather(paths, hints)
         fit = infer_zone(ev.observations, window or ev.window)
         bad, total = agreement(ev.observations, zone)
         warning = None
@@ -321,7 +342,7 @@ def decide_zone(paths: list[str], tz: str | None,
             warning = (f"--tz {zone} disagrees with {bad} of {total} hours of evidence "
                        f"({fit.evidence_words()}), which point to {fit.zone}")
         return ZoneDecision(zone, "given", f"zone {zone} (--tz)", warning, fit=fit)
-    ev = gather(paths)
+    ev = gather(paths, hints)
     fit = infer_zone(ev.observations, window or ev.window)
     if fit.status == "inferred" and fit.zone is not None:
         also = f"; {len(fit.candidates) - 1} other zone names read it alike" \
