@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import polars as pl
+
 from faultline.pipeline import bundles, hostpath
 from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
@@ -102,7 +104,7 @@ def _nccl_hosts(logs: list[str]) -> list[str]:
     its order), spread over them: a cluster without sacct or hosts.csv still has known
     hosts for the path to name."""
     step = max(1, len(logs) // NCCL_HOST_FILES)
-    found: set[str] = set()
+    lines: list[str] = []
     for path in logs[::step][:NCCL_HOST_FILES]:
         try:
             data, _, _ = read_bytes(path, NCCL_HEAD_BYTES)
@@ -110,9 +112,26 @@ def _nccl_hosts(logs: list[str]) -> list[str]:
             continue
         if data[:2] == b"\x1f\x8b":
             data, _ = gunzip(data, NCCL_HEAD_BYTES)
-        for line in decode(data).splitlines():
-            if "NCCL INFO" in line:
-                m = joblog.NCCL_PREFIX_RE.search(line, 0, 400)
-                if m and not m.group(1)[0].isdigit():
-                    found.add(m.group(1))
-    return sorted(found)
+        lines += [line for line in decode(data).splitlines() if "NCCL INFO" in line]
+    return sorted(h for h in nccl_prefix_hosts(lines) if not h[0].isdigit())
+
+
+def nccl_prefix_hosts(lines: list[str]) -> set[str]:
+    """The host of each line's NCCL prefix: ``NCCL_PREFIX_RE.search(line, 0, 400)``'s
+    first group, for the lines it matches. One vectorized pass (polars, Rust's regex)
+    over the lines both engines read alike: ASCII without ``\\x1f`` (the one ASCII
+    character Python's ``\\s`` matches and Rust's does not, that ``str.splitlines``
+    leaves in a line); Python's search for the others. A sample of job logs has some
+    20,000 such lines: a third of the pre-pass one by one."""
+    rx = joblog.NCCL_PREFIX_RE
+    alike: list[str] = []
+    found: set[str] = set()
+    for line in lines:
+        if line.isascii() and "\x1f" not in line:
+            alike.append(line)
+        elif m := rx.search(line, 0, 400):
+            found.add(m.group(1))
+    if alike:
+        hosts = pl.Series(alike, dtype=pl.String).str.slice(0, 400).str.extract(rx.pattern, 1)
+        found.update(hosts.drop_nulls().unique().to_list())
+    return found
