@@ -49,6 +49,7 @@ from faultline.pipeline.tzinfer import (
     infer_zone,
     normalize_zone,
 )
+from faultline.pipeline.tzstamps import LOCAL_AFTER_Z, Z_STAMP, maybe_paired, offsets_many
 
 CHUNK = 32 * 1024  # bytes read from the head (and tail) of a sampled file
 MAX_FILES = 600  # kernel files, and jobs, sampled per corpus (spread over all of them)
@@ -57,58 +58,15 @@ LINES_PER_CHUNK = 40  # lines of a chunk looked at
 WARN_SHARE = 0.1  # a --tz disagreeing with this share of the evidence is warned about
 ZONELESS_HINTS = ("sacct", "slurmctld", "sel", "trainer")
 
-_OFFSET_STAMP = re.compile(
-    r"^(?:[a-z]+ *:[a-z]+ *: )?"  # dmesg --decode: "kern  :warn  : "
-    r"\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)([+-]\d\d:?\d\d)[\] ]")
-_Z_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z) ")
-_LOCAL_AFTER_Z = re.compile(
-    r"(?:\[(?:rank|default)\d+\]:\[?)?"
-    r"(?:[EWIF](\d\d)(\d\d) (\d\d:\d\d:\d\d(?:\.\d{1,9})?)"  # glog: MMDD, no year
-    r"|\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"  # NCCL >= 2.26 WARN stamp
-    r"|(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} )")  # Python logging
 _RFC3339_HEAD = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _US = 1_000_000
 _UTC = ZoneInfo("UTC")
 
 
 def offsets_in(lines: Iterable[str]) -> list[Observation]:
-    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant.
-
-    The wall time read as UTC, less the offset: what ``parse_iso`` gives the stamp with
-    its offset (the same checks: a real date and time, an offset under 24 h), without a
-    datetime. The lines of a chunk share their days and offsets, so each distinct date
-    is read once (by ``parse_iso``: its calendar check) and each distinct offset once;
-    only the time of day is read per line, checked as ``parse_iso`` checks it."""
-    out = []
-    days: dict[str, int | None] = {}  # "YYYY-MM-DD" -> its midnight, epoch us
-    offsets: dict[str, int | None] = {}  # "-08:00" -> -28800 (None: 24 h or more)
-    for line in lines:
-        m = _OFFSET_STAMP.match(line)
-        if not m:
-            continue
-        stamp, off = m.group(1, 2)
-        if (day := days.get(stamp[:10], -1)) == -1:
-            got = parse_iso(stamp[:10] + "T00:00:00Z", _UTC)
-            day = days[stamp[:10]] = got[0] if got else None
-        if (off_s := offsets.get(off, -1)) == -1:
-            off_s = offsets[off] = _offset_s(off)
-        hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
-        if day is None or off_s is None or hour > 23 or minute > 59 or second > 59:
-            continue
-        frac = stamp[20:26]  # after [.,]: up to 9 digits, of which microseconds the first 6
-        at = (day + ((hour * 60 + minute) * 60 + second - off_s) * _US
-              + (int(frac.ljust(6, "0")) if frac else 0))
-        if in_range(at):
-            out.append(Observation(at, off_s, "offset"))
-    return out
-
-
-def _offset_s(text: str) -> int | None:
-    """``-08:00`` / ``+0530`` in seconds; None for 24 h or more (no such offset)."""
-    sign = -1 if text[0] == "-" else 1
-    digits = text[1:].replace(":", "")
-    minutes = int(digits[:2]) * 60 + int(digits[2:])
-    return None if minutes >= 24 * 60 else sign * minutes * 60
+    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant
+    (:func:`~faultline.pipeline.tzstamps.offsets_many` reads many chunks at once)."""
+    return offsets_many([list(lines)])[0]
 
 
 def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observation]:
@@ -116,10 +74,10 @@ def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observatio
     the job they belong to, which votes as one)."""
     out = []
     for line in lines:
-        m = _Z_STAMP.match(line)
+        m = Z_STAMP.match(line)
         if not m:
             continue
-        local = _LOCAL_AFTER_Z.match(line, m.end())
+        local = LOCAL_AFTER_Z.match(line, m.end())
         if not local:
             continue
         utc = parse_iso(m.group(1), _UTC)
@@ -133,15 +91,16 @@ def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observatio
 
 def _wall_us(m: re.Match[str], utc_us: int) -> int | None:
     """A local stamp's wall time as if it were UTC (epoch us); a glog stamp without a
-    year takes the year that puts it nearest the UTC instant."""
+    year takes the year that puts it nearest the UTC instant. (Read with a ``Z``: what
+    ``parse_iso`` gives a zone-less time in UTC, by its arithmetic, not a datetime's.)"""
     text = m.group(4) or m.group(5)
     if text:
-        got = parse_iso(text, _UTC)
+        got = parse_iso(text + "Z", _UTC)
         return got[0] if got else None
     year = dt.datetime.fromtimestamp(utc_us / _US, dt.UTC).year
     best = None
     for y in (year - 1, year, year + 1):
-        got = parse_iso(f"{y}-{m.group(1)}-{m.group(2)} {m.group(3)}", _UTC)
+        got = parse_iso(f"{y}-{m.group(1)}-{m.group(2)} {m.group(3)}Z", _UTC)
         if got and (best is None or abs(got[0] - utc_us) < abs(best - utc_us)):
             best = got[0]
     return best
@@ -150,7 +109,7 @@ def _wall_us(m: re.Match[str], utc_us: int) -> int | None:
 def first_collector_stamp(lines: Iterable[str]) -> int | None:
     """The first ``...Z`` stamp of a job log (epoch us), where its output begins."""
     for line in lines:
-        m = _Z_STAMP.match(line)
+        m = Z_STAMP.match(line)
         if m and (got := parse_iso(m.group(1), _UTC)) and in_range(got[0]):
             return got[0]
     return None
@@ -270,21 +229,20 @@ def gather(paths: list[str], hints: Sequence[str | None] | None = None) -> Evide
             job = path_job_id(path)
             if job and not path.rsplit("/", 1)[-1].startswith("train"):
                 jobs.setdefault(job, []).append(path)
-    for path in _spread(sorted(kernel), MAX_FILES):
-        for lines in _chunks(path, tail=True):
-            found = offsets_in(lines)
-            obs += found
-            if lines and not found and not any(_RFC3339_HEAD.match(ln) for ln in lines):
-                zoneless = True  # RFC 3164 syslog, dmesg -T
+    chunks = [c for path in _spread(sorted(kernel), MAX_FILES) for c in _chunks(path, True)]
+    for lines, found in zip(chunks, offsets_many(chunks), strict=True):
+        obs += found
+        if lines and not found and not any(_RFC3339_HEAD.match(ln) for ln in lines):
+            zoneless = True  # RFC 3164 syslog, dmesg -T
     ordered = sorted(jobs, key=lambda j: (starts.get(j, 0), j))
-    for n, job in enumerate(_spread(ordered, MAX_FILES)):
-        for path in _hosts_of(sorted(jobs[job]), n):
-            for lines in _chunks(path, tail=False):
-                obs += paired_in(lines, group=job)
-                first = first_collector_stamp(lines)
-                if first is not None and job in starts:
-                    obs.append(Observation(first, (starts[job] - first) / _US,
-                                           "job start", group=job))
+    logs = [(job, c) for n, job in enumerate(_spread(ordered, MAX_FILES))
+            for path in _hosts_of(sorted(jobs[job]), n) for c in _chunks(path, tail=False)]
+    for (job, lines), pairing in zip(logs, maybe_paired([c for _, c in logs]), strict=True):
+        obs += paired_in(pairing, group=job)
+        first = first_collector_stamp(lines)
+        if first is not None and job in starts:
+            obs.append(Observation(first, (starts[job] - first) / _US,
+                                   "job start", group=job))
     return Evidence(obs, zoneless, span)
 
 

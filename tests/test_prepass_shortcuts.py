@@ -123,3 +123,96 @@ def test_shared_hints_decide_alike(repo_root):
     zone = decide_zone(paths, None, hints=hints)
     assert zone == decide_zone(paths, None)
     assert corpus_facts(paths, zone.zone, hints) == corpus_facts(paths, zone.zone)
+
+
+OFFSET_LINES = [
+    "2024-11-04T07:13:25.661407-08:00 host kernel: NVRM: Xid (PCI:0000:9b:00): 79",
+    "2024-11-04T07:13:26.661407-08:00 host kernel: the same day and offset",
+    "2024-11-04 07:13:27,5+0530 host kernel: space, comma, offset without a colon",
+    "[2024-11-04T07:13:28.123456789+00:00] sched: nine digits",
+    "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: dmesg --decode",
+    "2024-02-30T12:00:00+01:00 host kernel: no such date",
+    "2024-02-30T13:00:00+01:00 host kernel: no such date, again",
+    "2024-06-30T24:00:00+01:00 x", "2024-06-30T12:60:00+01:00 x", "2024-06-30T12:00:60+01:00 x",
+    "2024-06-30T12:00:00+24:00 x", "2024-06-30T12:00:00+23:59 x", "1969-12-31T23:59:59+01:00 x",
+    "2150-01-01T00:00:00+01:00 x", "Nov  4 07:13:25 host kernel: RFC 3164", "",
+    "2024-11-04T07:13:25.661407Z host kernel: a collector's Z: no offset",
+    "2024-11-04T07:13:29-08:00 hôst kernel: non-ASCII after the stamp",
+    "2024-11-04T07:13:\u0663\u0660-08:00 host kernel: Arabic-Indic seconds",
+    "\u0662\u0660\u0662\u0664-11-04T07:13:30-08:00 host kernel: Arabic-Indic year",
+]
+
+
+def _offsets_one_by_one(chunks):
+    """offsets_in as it read each line before the vectorized pass (parse_iso's reading
+    of the stamp, read as UTC, less the offset)."""
+    from zoneinfo import ZoneInfo
+
+    from faultline.pipeline.timeutil import in_range, parse_iso
+    from faultline.pipeline.tzinfer import Observation
+    from faultline.pipeline.tzstamps import OFFSET_STAMP
+
+    out = []
+    for lines in chunks:
+        out.append([])
+        for line in lines:
+            if not (m := OFFSET_STAMP.match(line)):
+                continue
+            sign = -1 if m.group(2)[0] == "-" else 1
+            digits = m.group(2)[1:].replace(":", "")
+            minutes = int(digits[:2]) * 60 + int(digits[2:])
+            wall = parse_iso(m.group(1) + "Z", ZoneInfo("UTC"))
+            if wall is None or minutes >= 24 * 60:
+                continue
+            at = wall[0] - sign * minutes * 60 * 1_000_000
+            if in_range(at):
+                out[-1].append(Observation(at, sign * minutes * 60, "offset"))
+    return out
+
+
+@pytest.mark.parametrize("chunks", [
+    [OFFSET_LINES], [OFFSET_LINES[:3], [], OFFSET_LINES[3:12], OFFSET_LINES[12:]],
+    [[], []], [OFFSET_LINES[-2:], OFFSET_LINES[:2]], [["no stamp"]],
+])
+def test_offsets_many_is_one_by_one(chunks):
+    from faultline.pipeline.tzstamps import offsets_many
+    got = offsets_many(chunks)
+    assert got == _offsets_one_by_one(chunks)
+    if chunks == [OFFSET_LINES]:  # the valid ones, the Arabic-Indic digits among them
+        assert len(got[0]) == 9 and {o.offset_s for o in got[0]} == {-28800, 19800, 0, 86340}
+
+
+PAIRED_LINES = [
+    "2024-11-11T03:29:02.654989Z W1110 19:29:02.654989 184832 torch/distributed/run.py:793] x",
+    "2024-11-11T03:29:22.654989Z gpu-051:184833:184893 [0] NCCL INFO Bootstrap : Using eth0",
+    "2024-11-01T16:22:35.716505Z [2024-11-01 09:22:35] host:1:2 [0] NCCL WARN x",
+    "2024-11-01T16:22:35.716505Z 2024-11-01 09:22:35,716 INFO x",
+    "2024-11-01T16:22:35Z [rank3]:[W1101 09:22:35.716505 x",
+    "2024-11-01T16:22:35Z [default3]:I1101 09:22:35.716505 x",
+    "2024-11-01T16:22:35.716505Z  W1101 09:22:35 two spaces: no pair",
+    "2024-11-01 16:22:35Z W1101 09:22:35 no T: no pair", "W1101 09:22:35 no collector",
+    "2024-11-01T16:22:35.716505Z W1101 09:22:35.716505 ünicode after the stamps",
+    "2024-11-01T16:22:35.716505Z W\u0661\u0661\u0660\u0661 09:22:35 Arabic-Indic month",
+]
+
+
+@pytest.mark.parametrize("chunks", [[PAIRED_LINES], [PAIRED_LINES[:4], [], PAIRED_LINES[4:]]])
+def test_maybe_paired_keeps_what_pairs(chunks):
+    from faultline.pipeline.tzevidence import paired_in
+    from faultline.pipeline.tzstamps import maybe_paired
+    kept = maybe_paired(chunks)
+    assert [paired_in(k) for k in kept] == [paired_in(c) for c in chunks]
+    flat = [ln for k in kept for ln in k]
+    assert PAIRED_LINES[1] not in flat and PAIRED_LINES[-1] in flat  # not ASCII: kept
+    assert len([ln for ln in flat if ln.isascii()]) == 5
+
+
+def test_stamps_of_the_sample_read_alike(repo_root):
+    from faultline.pipeline.tzevidence import _chunks, paired_in
+    from faultline.pipeline.tzstamps import maybe_paired, offsets_many
+    paths = _sample_paths(repo_root)
+    chunks = [c for p, h in zip(paths, path_hints(paths), strict=True)
+              if h in ("kernel", "job") for c in _chunks(p, tail=True)]
+    found = offsets_many(chunks)
+    assert any(found) and found == _offsets_one_by_one(chunks)
+    assert [paired_in(k) for k in maybe_paired(chunks)] == [paired_in(c) for c in chunks]
