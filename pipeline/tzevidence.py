@@ -49,7 +49,13 @@ from faultline.pipeline.tzinfer import (
     infer_zone,
     normalize_zone,
 )
-from faultline.pipeline.tzstamps import LOCAL_AFTER_Z, Z_STAMP, maybe_paired, offsets_many
+from faultline.pipeline.tzstamps import (
+    LOCAL_AFTER_Z,
+    Z_STAMP,
+    maybe_paired,
+    offset_one,
+    offsets_many,
+)
 
 CHUNK = 32 * 1024  # bytes read from the head (and tail) of a sampled file
 MAX_FILES = 600  # kernel files, and jobs, sampled per corpus (spread over all of them)
@@ -65,8 +71,11 @@ _UTC = ZoneInfo("UTC")
 
 def offsets_in(lines: Iterable[str]) -> list[Observation]:
     """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant
-    (:func:`~faultline.pipeline.tzstamps.offsets_many` reads many chunks at once)."""
-    return offsets_many([list(lines)])[0]
+    (line by line; :func:`~faultline.pipeline.tzstamps.offsets_many` reads many chunks
+    at once, as :func:`gather` does)."""
+    days: dict[str, int | None] = {}
+    offsets: dict[str, int | None] = {}
+    return [o for line in lines if (o := offset_one(line, days, offsets)) is not None]
 
 
 def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observation]:

@@ -47,7 +47,7 @@ def offsets_many(chunks: list[list[str]]) -> list[list[Observation]]:
         days: dict[str, int | None] = {}
         offsets: dict[str, int | None] = {}
         found += [(i, o) for i, line in enumerate(flat) if not line.isascii()
-                  and (o := _offset_one(line, days, offsets)) is not None]
+                  and (o := offset_one(line, days, offsets)) is not None]
         found.sort(key=lambda io: io[0])
     out: list[list[Observation]] = [[] for _ in chunks]
     for i, o in found:
@@ -55,7 +55,7 @@ def offsets_many(chunks: list[list[str]]) -> list[list[Observation]]:
     return out
 
 
-def _offset_one(line: str, days: dict[str, int | None], offsets: dict[str, int | None]
+def offset_one(line: str, days: dict[str, int | None], offsets: dict[str, int | None]
                 ) -> Observation | None:
     """One line's offset observation, by Python's ``re`` (``days``, ``offsets``: what
     dates and offsets read as, filled in as they are met).
@@ -83,7 +83,7 @@ def _offset_one(line: str, days: dict[str, int | None], offsets: dict[str, int |
 
 def _offsets_vectorized(lines: list[str]) -> tuple[list[int], list[int], list[int]]:
     """(row, instant, offset) of the ASCII ``lines`` with an offset stamp, in order:
-    :func:`_offset_one`'s arithmetic as columns, each distinct date and offset read
+    :func:`offset_one`'s arithmetic as columns, each distinct date and offset read
     once by the same functions."""
     got = (pl.Series("line", lines, dtype=pl.String).str.extract_groups(OFFSET_STAMP.pattern)
            .struct.unnest().rename({"1": "stamp", "2": "off"}).with_row_index("row")

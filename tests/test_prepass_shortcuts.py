@@ -176,8 +176,9 @@ def _offsets_one_by_one(chunks):
 ])
 def test_offsets_many_is_one_by_one(chunks):
     from faultline.pipeline.tzstamps import offsets_many
+    from faultline.pipeline.tzevidence import offsets_in
     got = offsets_many(chunks)
-    assert got == _offsets_one_by_one(chunks)
+    assert got == _offsets_one_by_one(chunks) == [offsets_in(c) for c in chunks]
     if chunks == [OFFSET_LINES]:  # the valid ones, the Arabic-Indic digits among them
         assert len(got[0]) == 9 and {o.offset_s for o in got[0]} == {-28800, 19800, 0, 86340}
 
