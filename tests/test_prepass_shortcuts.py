@@ -175,8 +175,8 @@ def _offsets_one_by_one(chunks):
     [[], []], [OFFSET_LINES[-2:], OFFSET_LINES[:2]], [["no stamp"]],
 ])
 def test_offsets_many_is_one_by_one(chunks):
-    from faultline.pipeline.tzstamps import offsets_many
     from faultline.pipeline.tzevidence import offsets_in
+    from faultline.pipeline.tzstamps import offsets_many
     got = offsets_many(chunks)
     assert got == _offsets_one_by_one(chunks) == [offsets_in(c) for c in chunks]
     if chunks == [OFFSET_LINES]:  # the valid ones, the Arabic-Indic digits among them
