@@ -135,6 +135,8 @@ def path_hints(paths: Iterable[str]) -> list[str | None]:
 
 def _first_hint(path: str, hints: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...]
                 ) -> str | None:
+    """The first of ``hints`` (pattern, source, needles) whose pattern ``path`` matches,
+    tried only where a needle is in it, as :func:`path_hint` tries them."""
     for rx, source, needles in hints:
         if any(nd in path for nd in needles) and rx.search(path):
             return source
