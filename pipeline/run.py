@@ -43,6 +43,7 @@ from faultline.pipeline.discover import discover, discover_uri
 from faultline.pipeline.load import load_shards, resumed_paths, unchanged_paths
 from faultline.pipeline.prepass import corpus_facts
 from faultline.pipeline.settings import IngestSettings
+from faultline.pipeline.sniff import path_hints
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.tzevidence import decide_zone
 from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight
@@ -270,10 +271,11 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                 parsed_with, zone_note, zone_warning = last
                 unchecked = sum(1 for p in paths if p.rpartition("/")[0] in trusted)
             else:
-                zone = decide_zone(paths, tz)  # tz None: inferred from the corpus
+                hints = path_hints(paths)  # each path's, once, for both
+                zone = decide_zone(paths, tz, hints=hints)  # tz None: inferred
                 if zone.error:
                     raise IngestError(zone.error)
-                facts = corpus_facts(paths, zone.zone)
+                facts = corpus_facts(paths, zone.zone, hints)
                 try:
                     settings = IngestSettings(
                         tz=zone.zone, tz_how=zone.how, year=year,

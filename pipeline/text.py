@@ -26,6 +26,31 @@ def split_lines(text: str) -> list[str]:
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
+def head_lines(data: bytes, n: int) -> list[str]:
+    """``split_lines(decode(data))[:n]``, decoding only those lines (a 32 KB chunk read
+    for its first 40 lines is mostly past them). Cutting the bytes after a ``\n`` first
+    is the same: ``\n`` is never part of a UTF-8 sequence, so a broken sequence before
+    it decodes to the same U+FFFD either way."""
+    end = -1
+    for _ in range(n):
+        end = data.find(b"\n", end + 1)
+        if end < 0:  # at most n lines: all of them
+            return split_lines(decode(data))
+    return split_lines(decode(data[:end + 1]))
+
+
+def tail_lines(data: bytes, n: int) -> list[str]:
+    """``split_lines(decode(data))[1:][-n:]``: the last ``n`` lines of a chunk read from
+    the middle of a file, its first (partial) line never among them; decoding only
+    those (cut after a ``\n``, as in :func:`head_lines`)."""
+    start = len(data) - 1 if data.endswith(b"\n") else len(data)  # the last line's end
+    for _ in range(n):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:  # at most n lines after the first: all of those
+            return split_lines(decode(data))[1:]
+    return split_lines(decode(data[start + 1:]))
+
+
 def count_lines(data: bytes) -> int:
     """Number of lines in ``data``, by the same rule as :func:`split_lines`."""
     if not data:

@@ -28,18 +28,18 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from faultline.pipeline.fileparse import context_from_path
+from faultline.pipeline.fileparse import path_job_id
 from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import sacct
 from faultline.pipeline.records import ParseContext
-from faultline.pipeline.sniff import path_hint
-from faultline.pipeline.text import decode, split_lines
+from faultline.pipeline.sniff import path_hints
+from faultline.pipeline.text import decode, head_lines, split_lines, tail_lines
 from faultline.pipeline.timeutil import in_range, parse_iso
 from faultline.pipeline.tzinfer import (
     KIND_WORDS,
@@ -49,6 +49,13 @@ from faultline.pipeline.tzinfer import (
     infer_zone,
     normalize_zone,
 )
+from faultline.pipeline.tzstamps import (
+    LOCAL_AFTER_Z,
+    Z_STAMP,
+    maybe_paired,
+    offset_one,
+    offsets_many,
+)
 
 CHUNK = 32 * 1024  # bytes read from the head (and tail) of a sampled file
 MAX_FILES = 600  # kernel files, and jobs, sampled per corpus (spread over all of them)
@@ -57,40 +64,18 @@ LINES_PER_CHUNK = 40  # lines of a chunk looked at
 WARN_SHARE = 0.1  # a --tz disagreeing with this share of the evidence is warned about
 ZONELESS_HINTS = ("sacct", "slurmctld", "sel", "trainer")
 
-_OFFSET_STAMP = re.compile(
-    r"^(?:[a-z]+ *:[a-z]+ *: )?"  # dmesg --decode: "kern  :warn  : "
-    r"\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)([+-]\d\d:?\d\d)[\] ]")
-_Z_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z) ")
-_LOCAL_AFTER_Z = re.compile(
-    r"(?:\[(?:rank|default)\d+\]:\[?)?"
-    r"(?:[EWIF](\d\d)(\d\d) (\d\d:\d\d:\d\d(?:\.\d{1,9})?)"  # glog: MMDD, no year
-    r"|\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"  # NCCL >= 2.26 WARN stamp
-    r"|(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} )")  # Python logging
 _RFC3339_HEAD = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _US = 1_000_000
 _UTC = ZoneInfo("UTC")
 
 
 def offsets_in(lines: Iterable[str]) -> list[Observation]:
-    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant."""
-    out = []
-    for line in lines:
-        m = _OFFSET_STAMP.match(line)
-        if not m:
-            continue
-        # The wall time read as UTC, less the offset: what parse_iso gives the stamp with
-        # its offset (the same checks: a real date and time, an offset under 24 h), but
-        # on parse_iso's regex-free path for collector stamps instead of a datetime.
-        sign = -1 if m.group(2)[0] == "-" else 1
-        digits = m.group(2)[1:].replace(":", "")
-        minutes = int(digits[:2]) * 60 + int(digits[2:])
-        wall = parse_iso(m.group(1) + "Z", _UTC)
-        if wall is None or minutes >= 24 * 60:
-            continue
-        at = wall[0] - sign * minutes * 60 * _US
-        if in_range(at):
-            out.append(Observation(at, sign * minutes * 60, "offset"))
-    return out
+    """RFC 3339 stamps with a numeric offset: each is the writer's offset at its instant
+    (line by line; :func:`~faultline.pipeline.tzstamps.offsets_many` reads many chunks
+    at once, as :func:`gather` does)."""
+    days: dict[str, int | None] = {}
+    offsets: dict[str, int | None] = {}
+    return [o for line in lines if (o := offset_one(line, days, offsets)) is not None]
 
 
 def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observation]:
@@ -98,10 +83,10 @@ def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observatio
     the job they belong to, which votes as one)."""
     out = []
     for line in lines:
-        m = _Z_STAMP.match(line)
+        m = Z_STAMP.match(line)
         if not m:
             continue
-        local = _LOCAL_AFTER_Z.match(line, m.end())
+        local = LOCAL_AFTER_Z.match(line, m.end())
         if not local:
             continue
         utc = parse_iso(m.group(1), _UTC)
@@ -115,15 +100,16 @@ def paired_in(lines: Iterable[str], group: str | None = None) -> list[Observatio
 
 def _wall_us(m: re.Match[str], utc_us: int) -> int | None:
     """A local stamp's wall time as if it were UTC (epoch us); a glog stamp without a
-    year takes the year that puts it nearest the UTC instant."""
+    year takes the year that puts it nearest the UTC instant. (Read with a ``Z``: what
+    ``parse_iso`` gives a zone-less time in UTC, by its arithmetic, not a datetime's.)"""
     text = m.group(4) or m.group(5)
     if text:
-        got = parse_iso(text, _UTC)
+        got = parse_iso(text + "Z", _UTC)
         return got[0] if got else None
     year = dt.datetime.fromtimestamp(utc_us / _US, dt.UTC).year
     best = None
     for y in (year - 1, year, year + 1):
-        got = parse_iso(f"{y}-{m.group(1)}-{m.group(2)} {m.group(3)}", _UTC)
+        got = parse_iso(f"{y}-{m.group(1)}-{m.group(2)} {m.group(3)}Z", _UTC)
         if got and (best is None or abs(got[0] - utc_us) < abs(best - utc_us)):
             best = got[0]
     return best
@@ -132,7 +118,7 @@ def _wall_us(m: re.Match[str], utc_us: int) -> int | None:
 def first_collector_stamp(lines: Iterable[str]) -> int | None:
     """The first ``...Z`` stamp of a job log (epoch us), where its output begins."""
     for line in lines:
-        m = _Z_STAMP.match(line)
+        m = Z_STAMP.match(line)
         if m and (got := parse_iso(m.group(1), _UTC)) and in_range(got[0]):
             return got[0]
     return None
@@ -213,28 +199,29 @@ def _chunks(path: str, tail: bool) -> list[list[str]]:
         out = []
         if data[:2] == b"\x1f\x8b":
             data = _gunzip_head(data, CHUNK)
-        out.append(split_lines(decode(data))[:LINES_PER_CHUNK])
+        out.append(head_lines(data, LINES_PER_CHUNK))
         if tail and "://" not in path and not path.endswith(".gz"):
             with Path(path).open("rb") as f:
                 size = f.seek(0, 2)
                 if size > 2 * CHUNK:
                     f.seek(size - CHUNK)
-                    out.append(split_lines(decode(f.read(CHUNK)))[1:][-LINES_PER_CHUNK:])
+                    out.append(tail_lines(f.read(CHUNK), LINES_PER_CHUNK))
         return out
     except OSError:  # vanished or unreadable since discovery: the parse says so
         return []
 
 
-def gather(paths: list[str]) -> Evidence:
-    """Observations from a spread sample of ``paths`` (see the module docstring)."""
+def gather(paths: list[str], hints: Sequence[str | None] | None = None) -> Evidence:
+    """Observations from a spread sample of ``paths`` (see the module docstring);
+    ``hints``: their :func:`~faultline.pipeline.sniff.path_hint`, when the caller has
+    them already."""
     obs: list[Observation] = []
     zoneless = False
     starts: dict[str, int] = {}
     span: tuple[int, int] | None = None  # first and last sacct Start/End
     kernel: list[str] = []
     jobs: dict[str, list[str]] = {}  # job id -> its job logs (one per host)
-    for path in paths:
-        hint = path_hint(path)
+    for path, hint in zip(paths, path_hints(paths) if hints is None else hints, strict=True):
         if hint in ZONELESS_HINTS:
             zoneless = True
         if hint == "sacct":
@@ -248,24 +235,23 @@ def gather(paths: list[str]) -> Evidence:
         elif hint == "kernel":
             kernel.append(path)
         elif hint == "job":
-            job = context_from_path(path, "UTC").job_id
+            job = path_job_id(path)
             if job and not path.rsplit("/", 1)[-1].startswith("train"):
                 jobs.setdefault(job, []).append(path)
-    for path in _spread(sorted(kernel), MAX_FILES):
-        for lines in _chunks(path, tail=True):
-            found = offsets_in(lines)
-            obs += found
-            if lines and not found and not any(_RFC3339_HEAD.match(ln) for ln in lines):
-                zoneless = True  # RFC 3164 syslog, dmesg -T
+    chunks = [c for path in _spread(sorted(kernel), MAX_FILES) for c in _chunks(path, True)]
+    for lines, found in zip(chunks, offsets_many(chunks), strict=True):
+        obs += found
+        if lines and not found and not any(_RFC3339_HEAD.match(ln) for ln in lines):
+            zoneless = True  # RFC 3164 syslog, dmesg -T
     ordered = sorted(jobs, key=lambda j: (starts.get(j, 0), j))
-    for n, job in enumerate(_spread(ordered, MAX_FILES)):
-        for path in _hosts_of(sorted(jobs[job]), n):
-            for lines in _chunks(path, tail=False):
-                obs += paired_in(lines, group=job)
-                first = first_collector_stamp(lines)
-                if first is not None and job in starts:
-                    obs.append(Observation(first, (starts[job] - first) / _US,
-                                           "job start", group=job))
+    logs = [(job, c) for n, job in enumerate(_spread(ordered, MAX_FILES))
+            for path in _hosts_of(sorted(jobs[job]), n) for c in _chunks(path, tail=False)]
+    for (job, lines), pairing in zip(logs, maybe_paired([c for _, c in logs]), strict=True):
+        obs += paired_in(pairing, group=job)
+        first = first_collector_stamp(lines)
+        if first is not None and job in starts:
+            obs.append(Observation(first, (starts[job] - first) / _US,
+                                   "job start", group=job))
     return Evidence(obs, zoneless, span)
 
 
@@ -306,13 +292,15 @@ class ZoneDecision:
 
 
 def decide_zone(paths: list[str], tz: str | None,
-                window: tuple[int, int] | None = None) -> ZoneDecision:
+                window: tuple[int, int] | None = None,
+                hints: Sequence[str | None] | None = None) -> ZoneDecision:
     """``--tz`` when given (warning when the evidence says otherwise), else the zone the
     evidence names, else UTC when there is no evidence; an error when the evidence
-    is ambiguous or contradicts itself and the corpus has zone-less times."""
+    is ambiguous or contradicts itself and the corpus has zone-less times (``hints``:
+    as :func:`gather` takes them)."""
     if tz is not None:
         zone = normalize_zone(tz)
-        ev = gather(paths)
+        ev = gather(paths, hints)
         fit = infer_zone(ev.observations, window or ev.window)
         bad, total = agreement(ev.observations, zone)
         warning = None
@@ -321,7 +309,7 @@ def decide_zone(paths: list[str], tz: str | None,
             warning = (f"--tz {zone} disagrees with {bad} of {total} hours of evidence "
                        f"({fit.evidence_words()}), which point to {fit.zone}")
         return ZoneDecision(zone, "given", f"zone {zone} (--tz)", warning, fit=fit)
-    ev = gather(paths)
+    ev = gather(paths, hints)
     fit = infer_zone(ev.observations, window or ev.window)
     if fit.status == "inferred" and fit.zone is not None:
         also = f"; {len(fit.candidates) - 1} other zone names read it alike" \

@@ -119,9 +119,14 @@ def bucketize(obs: Iterable[Observation]) -> list[tuple[int, int]]:
     hour keeps thousands of lines of one file from outvoting the rest, and a day with a
     daylight-saving change keeps both of its offsets; one bucket per job lets the
     hosts of a job outvote one whose clock is off (its stamps fall in other hours)."""
+    obs = list(obs)
+    return _bucketize(obs, [rounded(o.offset_s, o.kind) for o in obs])
+
+
+def _bucketize(obs: list[Observation], offs: list[int | None]) -> list[tuple[int, int]]:
+    """:func:`bucketize`, given each observation's :func:`rounded` offset."""
     groups: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    for o in obs:
-        off = rounded(o.offset_s, o.kind)
+    for o, off in zip(obs, offs, strict=True):
         if off is not None:
             key = f"g{o.group}" if o.group is not None else f"h{o.at_us // HOUR_US}"
             groups[(o.kind, key)].append((o.at_us, off))
@@ -147,8 +152,18 @@ def _zone(name: str) -> ZoneInfo:
 
 def offset_at(zone: str, at_us: int) -> int:
     """UTC offset of ``zone`` at an instant, in seconds."""
-    t = dt.datetime.fromtimestamp(at_us / 1e6, dt.UTC).astimezone(_zone(zone))
-    off = t.utcoffset()
+    return _offset(zone, _utc(at_us))
+
+
+def _utc(at_us: int) -> dt.datetime:
+    """The instant as :func:`offset_at` converts it: made once for the hundreds of
+    zones tested at it (:func:`_misses`, :func:`readings`)."""
+    return dt.datetime.fromtimestamp(at_us / 1e6, dt.UTC)
+
+
+def _offset(zone: str, when: dt.datetime) -> int:
+    """:func:`offset_at` of the instant :func:`_utc` made."""
+    off = when.astimezone(_zone(zone)).utcoffset()
     return int(off.total_seconds()) if off is not None else 0
 
 
@@ -166,10 +181,10 @@ def readings(zones: Iterable[str], period: tuple[int, int]) -> dict[tuple[int, .
     """Zones grouped by the offsets they give every hour over ``period``: zones in one
     group read every zone-less time of the period the same way."""
     lo, hi = period
-    steps = [*range(lo, hi + 1, HOUR_US), hi]
+    steps = [_utc(t) for t in (*range(lo, hi + 1, HOUR_US), hi)]
     groups: dict[tuple[int, ...], list[str]] = defaultdict(list)
     for z in zones:
-        groups[tuple(offset_at(z, t) for t in steps)].append(z)
+        groups[tuple(_offset(z, t) for t in steps)].append(z)
     return groups
 
 
@@ -184,15 +199,16 @@ def infer_zone(obs: Iterable[Observation], window: tuple[int, int] | None = None
     offset): then :func:`canonical` names the one to use.
     """
     obs = list(obs)
-    evidence = Counter(o.kind for o in obs if rounded(o.offset_s, o.kind) is not None)
-    cells = bucketize(obs)
+    offs = [rounded(o.offset_s, o.kind) for o in obs]  # once, for both
+    evidence = Counter(o.kind for o, off in zip(obs, offs, strict=True) if off is not None)
+    cells = _bucketize(obs, offs)
     if not cells:
         return ZoneFit("none", evidence=dict(evidence))
     offsets = tuple(sorted({off for _, off in cells}))
     names = tuple(zones) if zones is not None else all_zones()
     # Buckets of the same hour and offset test the same thing: test each once.
     weight = Counter((t // HOUR_US, off) for t, off in cells)
-    at = {(t // HOUR_US, off): t for t, off in cells}
+    at = {(t // HOUR_US, off): _utc(t) for t, off in cells}
     tried = _shuffled(weight)
     misses = {z: _misses(z, weight, at, int(NOISE_SHARE * len(cells)) + 1, tried)
               for z in names}
@@ -223,14 +239,14 @@ def _shuffled(weight: Counter) -> list[tuple[int, int]]:
     return keys
 
 
-def _misses(zone: str, weight: Counter, at: dict[tuple[int, int], int], limit: int,
+def _misses(zone: str, weight: Counter, at: dict[tuple[int, int], dt.datetime], limit: int,
             keys: list[tuple[int, int]]) -> int:
     """Buckets ``zone`` disagrees with, counting no further than ``limit`` (a zone
     that far off is out whatever the rest says), trying them in the order ``keys``
-    (:func:`_shuffled`)."""
+    (:func:`_shuffled`); ``at``: each bucket's first instant (:func:`_utc`)."""
     n = 0
     for key in keys:
-        if offset_at(zone, at[key]) != key[1]:
+        if _offset(zone, at[key]) != key[1]:
             n += weight[key]
             if n >= limit:
                 return limit

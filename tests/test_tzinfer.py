@@ -388,11 +388,11 @@ def _offsets_by_datetime(lines: list[str]) -> list[tuple[int, int]]:
     """The reading offsets_in used to do: the stamp with its offset through parse_iso's
     datetime path (the reference its arithmetic must equal)."""
     from faultline.pipeline.timeutil import in_range, parse_iso
-    from faultline.pipeline.tzevidence import _OFFSET_STAMP
+    from faultline.pipeline.tzstamps import OFFSET_STAMP
 
     out = []
     for line in lines:
-        m = _OFFSET_STAMP.match(line)
+        m = OFFSET_STAMP.match(line)
         got = m and parse_iso(m.group(1) + m.group(2), ZoneInfo("UTC"))
         if got and in_range(got[0]):
             digits = m.group(2)[1:].replace(":", "")
