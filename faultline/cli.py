@@ -694,6 +694,40 @@ class _QuietBeamImports(logging.Filter):
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Exits without the interpreter's teardown
+    (:func:`_exit`)."""
     logging.getLogger().addFilter(_QuietBeamImports())
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code: object) -> None:
+    """End the process as ``sys.exit(code)`` would, less the interpreter's teardown.
+
+    Tearing down the modules a command imported (DuckDB, polars, pyarrow, typer, rich)
+    took 0.12-0.15 s of every command's wall time on this project's 2-core machine,
+    after its work was done: half of ``report``'s. What the teardown would do that
+    matters is done here first: the ``atexit`` handlers run (logging's flush, temporary
+    files' cleanup), threads that are not daemons are joined, and the standard streams
+    are flushed. Every command has closed its DuckDB connections by then."""
+    import atexit
+    import sys
+    import threading
+
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): printed, exit status 1
+        print(code, file=sys.stderr)
+        code = 1
+    main_thread = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # the handlers registered so far, as the teardown runs them
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code & 0xFF)

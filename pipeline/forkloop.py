@@ -26,6 +26,7 @@ from faultline.pipeline.forkserver import (
     FORKED,
     HANDSHAKE_TIMEOUT_S,
     MAX_REQUEST,
+    MAX_STANDBY,
     PIPELINE,
     PR_SET_PDEATHSIG,
     PRELOAD,
@@ -79,6 +80,8 @@ class _Loop:
         self.selector.register(0, selectors.EVENT_READ, ("driver",))
         self.selector.register(listener, selectors.EVENT_READ, ("accept",))
         self.workers: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, conn)
+        # workers forked ahead of their request (_stand_by): pidfd -> (pid, their socket)
+        self.idle: dict[int, tuple[int, socket.socket]] = {}
 
     def run(self) -> None:
         try:
@@ -92,6 +95,8 @@ class _Loop:
                         self._accept()
                     elif kind == "exited":
                         self._reap(key.fd)
+                    elif kind == "idle":  # a worker standing by ended before its request
+                        self._reap_idle(key.fd)
                     elif kind == "client":  # a client only ever closes: it went away
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(key.data[1], signal.SIGKILL)
@@ -101,6 +106,10 @@ class _Loop:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 self._reap(pidfd)
+            for pidfd, (pid, _sock) in list(self.idle.items()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._reap_idle(pidfd)
 
     def _accept(self) -> None:
         conn, _addr = self.listener.accept()
@@ -143,26 +152,37 @@ class _Loop:
         return request, fds
 
     def _fork(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
-        import selectors
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        server = os.getpid()
         pipeline = request.get("kind") == "pipeline"
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                self._close_inherited(conn)
-                code = (_be_pipeline(server, self.directory, request, fds) if pipeline
-                        else _be_worker(server, request, fds))
-            finally:
-                os._exit(code)
+        pid = None if pipeline else self._hand_over(request, fds)
+        if pid is None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            server = os.getpid()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    self._close_inherited(conn)
+                    code = (_be_pipeline(server, self.directory, request, fds) if pipeline
+                            else _be_worker(server, request, fds))
+                finally:
+                    os._exit(code)
+            pidfd = os.pidfd_open(pid)
+        else:
+            pid, pidfd = pid
         for fd in fds:
             os.close(fd)
-        with (self.directory / (PIPELINE if pipeline else FORKED)).open("a") as f:
+        self._track(conn, pid, pidfd, PIPELINE if pipeline else FORKED)
+        if pipeline:  # its runner will ask for workers: fork them now (_stand_by)
+            self._stand_by(min(int(request.get("workers") or 0), MAX_STANDBY))
+
+    def _track(self, conn: socket.socket, pid: int, pidfd: int, name: str) -> None:
+        """A child now serving ``conn``'s client: recorded, reaped when it exits, its pid
+        sent to the client (killed if the client is gone already)."""
+        import selectors
+
+        with (self.directory / name).open("a") as f:
             f.write(f"{pid}\n")
-        pidfd = os.pidfd_open(pid)
         self.workers[pidfd] = (pid, conn)
         self.selector.register(pidfd, selectors.EVENT_READ, ("exited",))
         conn.settimeout(None)
@@ -173,15 +193,65 @@ class _Loop:
             return
         self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
 
-    def _close_inherited(self, conn: socket.socket) -> None:
-        """In a new worker: the server's sockets, pidfds and selector are not its own."""
-        for _pidfd, (_pid, other) in self.workers.items():
-            other.close()
-        for pidfd in self.workers:
-            os.close(pidfd)
+    def _stand_by(self, n: int) -> None:
+        """Fork ``n`` workers ahead of their requests. A fresh fork imports polars and
+        the parsers before its first bundle (about 0.3 CPU s, which the server cannot
+        do for it: module doc of forkserver); forked as the pipeline's process starts,
+        a worker does that while the driver still discovers the corpus and the pipeline
+        is built, and then waits for its request on a socket of its own
+        (:func:`_await_request`). One not needed is killed with the server."""
+        import selectors
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        server = os.getpid()
+        for _ in range(n):
+            mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    mine.close()
+                    self._close_inherited(None)
+                    code = _await_request(server, its)
+                finally:
+                    os._exit(code)
+            its.close()
+            pidfd = os.pidfd_open(pid)
+            self.idle[pidfd] = (pid, mine)
+            self.selector.register(pidfd, selectors.EVENT_READ, ("idle",))
+
+    def _hand_over(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int] | None:
+        """Give a worker's request to one standing by: its (pid, pidfd), or None when
+        none is left (or the one tried had died: the caller forks)."""
+        while self.idle:
+            pidfd, (pid, sock) = self.idle.popitem()
+            self.selector.unregister(pidfd)
+            body = json.dumps(request).encode()
+            try:
+                socket.send_fds(sock, [struct.pack(">I", len(body))], fds)
+                sock.sendall(body)
+            except OSError:  # it ended: reaped here, the next one tried
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(pidfd)
+                continue
+            finally:
+                sock.close()
+            return pid, pidfd
+        return None
+
+    def _close_inherited(self, conn: socket.socket | None) -> None:
+        """In a new child: the server's sockets, pidfds and selector are not its own."""
+        for children in (self.workers, self.idle):
+            for pidfd, (_pid, other) in children.items():
+                other.close()
+                os.close(pidfd)
         self.selector.close()
         self.listener.close()
-        conn.close()
+        if conn is not None:
+            conn.close()
 
     def _reap(self, pidfd: int) -> None:
         """A worker ended: tell its client how (if it is still there), forget it."""
@@ -196,6 +266,15 @@ class _Loop:
         with contextlib.suppress(OSError):
             conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
         conn.close()
+
+
+    def _reap_idle(self, pidfd: int) -> None:
+        pid, sock = self.idle.pop(pidfd)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(pidfd)
+        os.waitpid(pid, 0)
+        os.close(pidfd)
+        sock.close()
 
 
 def _become_client(server: int, request: dict[str, Any], fds: list[int]) -> bool:
@@ -259,6 +338,35 @@ def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
     return 0 if outcome["ok"] else 1
 
 
+def _await_request(server: int, sock: socket.socket) -> int:
+    """A worker standing by (:meth:`_Loop._stand_by`): die with the server, import what
+    a worker imports after its fork, then wait for the request the server hands over
+    (the client's frame, its stdio attached) and serve it as a fresh fork would. Exit
+    0 if the server let go of it unused."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server:
+        return 1
+    from faultline.pipeline import transforms  # noqa: F401 (polars, the parsers)
+
+    fds: list[int] = []
+    with sock:
+        try:
+            header, fds, _flags, _addr = socket.recv_fds(sock, 4, 3)
+            size = struct.unpack(">I", header)[0] if len(header) == 4 else -1
+            body = b""
+            while 0 <= len(body) < size and (more := sock.recv(size - len(body))):
+                body += more
+        except OSError:
+            size, body = -1, b""
+    if len(fds) != 3 or len(body) != size:  # nothing, or not all of it: not needed
+        for fd in fds:
+            os.close(fd)
+        return 0
+    return _be_worker(server, json.loads(body), fds)
+
+
 def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
     """Turn this fresh fork into Beam's SDK worker with the client's environment and
     stdio; its exit code (``python -m sdk_worker_main``'s: 0, or 1 on an exception)."""
@@ -285,4 +393,9 @@ def _be_worker(server: int, request: dict[str, Any], fds: list[int]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(Path(sys.argv[1]), tuple(sys.argv[2:]) or PRELOAD))
+    code = serve(Path(sys.argv[1]), tuple(sys.argv[2:]) or PRELOAD)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter teardown: the driver waits for this exit (ForkServer.stop), and
+    # finalizing Beam's thousands of modules was most of that wait (65 -> 17 ms)
+    os._exit(code)

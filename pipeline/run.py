@@ -46,7 +46,7 @@ from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import path_hints
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.tzevidence import decide_zone
-from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight
+from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight, cpus
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
 
@@ -251,7 +251,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                           f"{exc.strerror or exc}") from exc
     staging = Staging.for_db(db, shards)
     if fork_server is not None:  # the pipeline's process imports while discovery runs
-        fork_server.ask_pipeline()
+        fork_server.ask_pipeline(workers or cpus())
     phases: dict[str, float] = {}
     with exclusive(db), _created_only_on_success(db):
         phase("discover")

@@ -104,6 +104,59 @@ def test_workers_are_forked_and_write_the_tables_of_one_worker(server, repo_root
     assert not server.alive()  # the run stopped it after the parse
 
 
+def _standing_by(server: forkserver.ForkServer, n: int) -> list[int]:
+    """The server's children that are not pipeline processes, once there are ``n``
+    (the workers it forked ahead of their requests)."""
+    deadline = time.monotonic() + READY_S
+    while True:
+        ahead = sorted(set(children(server.process.pid)) - set(server.pipelines()))
+        if len(ahead) >= n or time.monotonic() > deadline:
+            return ahead
+        time.sleep(0.02)
+
+
+def test_workers_forked_ahead_are_the_ones_the_runner_gets(server, repo_root, tmp_path):
+    """Asked for a pipeline of two workers, the server forks two workers that import
+    the parsers while the driver discovers; the runner's two requests get those."""
+    corpus = repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
+    ingest([corpus], tmp_path / "one.duckdb", workers=1)
+    assert server.ready(READY_S)
+    server.ask_pipeline(2)
+    ahead = _standing_by(server, 2)
+    assert len(ahead) == 2
+    ingest([corpus], tmp_path / "two.duckdb", workers=2, fork_server=server)
+    assert sorted(server.forked()) == ahead
+    with duckdb.connect(str(tmp_path / "one.duckdb"), read_only=True) as one, \
+            duckdb.connect(str(tmp_path / "two.duckdb"), read_only=True) as two:
+        for t in ("files", "events", "rejects", "interruptions"):
+            q = f"SELECT * FROM {t}"
+            assert sorted(map(str, two.execute(q).fetchall())) == sorted(
+                map(str, one.execute(q).fetchall())), t
+
+
+def test_a_dead_worker_standing_by_is_skipped_and_the_rest_forked(server, tmp_path):
+    """One of the two forked ahead is killed before the requests come: one request
+    gets the other, the next a fresh fork; the pipeline runs on both."""
+    assert server.ready(READY_S)
+    server.ask_pipeline(2)
+    ahead = _standing_by(server, 2)
+    os.kill(ahead[0], signal.SIGKILL)
+    assert wait_gone([ahead[0]])
+    assert _worker_pids(server.command(), tmp_path / "pids")
+    forked = server.forked()
+    assert len(forked) == 2 and ahead[1] in forked and ahead[0] not in forked
+
+
+def test_workers_standing_by_unused_end_with_the_server(server):
+    assert server.ready(READY_S)
+    server.ask_pipeline(3)
+    ahead = _standing_by(server, 3)
+    assert len(ahead) == 3
+    server.stop()
+    assert wait_gone(ahead)
+    assert server.forked() == []
+
+
 def _kill(s: forkserver.ForkServer) -> None:
     s.process.kill()  # leaves its socket file behind: connections are refused
     s.process.wait()
