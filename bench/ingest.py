@@ -95,22 +95,22 @@ def floor(paths: list[str]) -> tuple[float, int, int]:
     return seconds, df.height, selected
 
 
+# faultline's main() ends the process itself (cli._exit, after the atexit handlers):
+# the peaks are printed by one of them
 _WRAPPED = """
-import resource, sys
+import atexit, resource, sys
 from faultline.cli import main
+
+def peaks():
+    # VmHWM: ru_maxrss survives exec and would report the benchmark's own peak
+    with open("/proc/self/status") as f:
+        own = int(next(ln for ln in f if ln.startswith("VmHWM")).split()[1]) / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # an upper bound
+    print(f"PEAK {own:.0f} {kids:.0f}")
+
+atexit.register(peaks)
 sys.argv = ["faultline", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-# VmHWM: ru_maxrss survives exec and would report the benchmark's own peak
-with open("/proc/self/status") as f:
-    own = int(next(ln for ln in f if ln.startswith("VmHWM")).split()[1]) / 1024
-kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # an upper bound
-print(f"PEAK {own:.0f} {kids:.0f}")
-sys.exit(code)
+main()
 """
 
 
