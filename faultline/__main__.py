@@ -1,5 +1,5 @@
 """``python -m faultline`` runs the CLI."""
 
-from faultline.cli import main
+from faultline.launch import main
 
 main()

@@ -35,7 +35,6 @@ from rich.progress import (
 )
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from faultline import __version__
 from faultline import db as fdb
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -150,7 +149,9 @@ def _open_read(db: Path):
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"faultline {__version__}")
+        import faultline
+
+        typer.echo(f"faultline {faultline.__version__}")
         raise typer.Exit(EXIT_OK)
 
 
@@ -245,10 +246,17 @@ def ingest(
     # first: the server imports Beam's worker while this process imports the rest and
     # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do. It
     # runs the pipeline too, so this process never imports Beam (pipeline/beamrun.py)
+    # (faultline.launch starts it before the CLI's imports when it can: taken here)
+    from faultline.launch import take_server
     from faultline.pipeline import forkserver
 
-    server = (forkserver.ForkServer.start()
-              if forkserver.wanted(runner, workers, beam_opt or [], corpus) else None)
+    wanted = forkserver.wanted(runner, workers, beam_opt or [], corpus)
+    server = take_server()
+    if server is not None and not wanted:
+        server.stop()
+        server = None
+    if server is None and wanted:
+        server = forkserver.ForkServer.start()
     with server or contextlib.nullcontext():
         _ingest_command(corpus, db, tz, year, run, overrides, runner, dask_address, workers,
                         beam_opt, shards, rules, host_from_path, json_fields, server)

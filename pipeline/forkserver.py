@@ -4,9 +4,9 @@ Beam's multi-process mode starts every worker as a new ``python -m
 apache_beam.runners.worker.sdk_worker_main``, which imports Beam (pandas, pyarrow,
 grpc, the IO modules...) before it can take work: about 0.65 CPU s a worker, paid on
 both cores while the driver waits. This server imports those modules once, early (the
-``ingest`` command starts it before its own imports, so the server's imports overlap
-the driver's discovery on the other core), and then forks one worker per request of
-the small client Beam runs instead (:mod:`faultline.pipeline.forkclient`).
+console script starts it before the CLI's own imports, :mod:`faultline.launch`, so that
+the server's imports overlap the driver's on the other core), and then forks one worker
+per request of the small client Beam runs instead (:mod:`faultline.pipeline.forkclient`).
 
 Fork safety. A forked child has only the thread that forked, so the server must have
 no other thread when it forks: a child of a process whose thread pool (OpenBLAS,
