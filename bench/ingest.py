@@ -95,11 +95,11 @@ def floor(paths: list[str]) -> tuple[float, int, int]:
     return seconds, df.height, selected
 
 
-# faultline's main() ends the process itself (cli._exit, after the atexit handlers):
-# the peaks are printed by one of them
+# the console script's main() ends the process itself (cli._exit, after the atexit
+# handlers): the peaks are printed by one of them
 _WRAPPED = """
 import atexit, resource, sys
-from faultline.cli import main
+from faultline.launch import main  # what the console script runs
 
 def peaks():
     # VmHWM: ru_maxrss survives exec and would report the benchmark's own peak
