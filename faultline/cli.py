@@ -245,8 +245,8 @@ def ingest(
     a changed file replaces its rows."""
     # first: the server imports Beam's worker while this process imports the rest and
     # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do. It
-    # runs the pipeline too, so this process never imports Beam (pipeline/beamrun.py)
-    # (faultline.launch starts it before the CLI's imports when it can: taken here)
+    # runs the pipeline too, so this process never imports Beam (pipeline/beamrun.py).
+    # faultline.launch starts it before the CLI's imports when it can: taken here.
     from faultline.launch import take_server
     from faultline.pipeline import forkserver
 

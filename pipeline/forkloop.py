@@ -153,8 +153,8 @@ class _Loop:
 
     def _fork(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         pipeline = request.get("kind") == "pipeline"
-        pid = None if pipeline else self._hand_over(request, fds)
-        if pid is None:
+        handed = None if pipeline else self._hand_over(request, fds)
+        if handed is None:
             sys.stdout.flush()
             sys.stderr.flush()
             server = os.getpid()
@@ -169,7 +169,7 @@ class _Loop:
                     os._exit(code)
             pidfd = os.pidfd_open(pid)
         else:
-            pid, pidfd = pid
+            pid, pidfd = handed
         for fd in fds:
             os.close(fd)
         self._track(conn, pid, pidfd, PIPELINE if pipeline else FORKED)
@@ -224,10 +224,10 @@ class _Loop:
     def _hand_over(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int] | None:
         """Give a worker's request to one standing by: its (pid, pidfd), or None when
         none is left (or the one tried had died: the caller forks)."""
+        body = json.dumps(request).encode()
         while self.idle:
             pidfd, (pid, sock) = self.idle.popitem()
             self.selector.unregister(pidfd)
-            body = json.dumps(request).encode()
             try:
                 socket.send_fds(sock, [struct.pack(">I", len(body))], fds)
                 sock.sendall(body)
@@ -267,8 +267,8 @@ class _Loop:
             conn.sendall(f"exit {code if code >= 0 else 128 - code}\n".encode())
         conn.close()
 
-
     def _reap_idle(self, pidfd: int) -> None:
+        """A worker standing by ended (killed, or the server stops): forget it."""
         pid, sock = self.idle.pop(pidfd)
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(pidfd)

@@ -22,10 +22,10 @@ the fork (about 0.25 CPU s). So that these imports are not paid between the runn
 request and the worker's first bundle, the server forks the run's workers ahead, as
 the pipeline's process is asked for: they import while the driver discovers the corpus
 and the pipeline is built, then wait on a socket each for the request the server hands
-over (``forkloop``: ``_Loop._stand_by``; small x4's whole command 0.6 s shorter).
-Before its first fork the server counts the threads of
-its process (``/proc/self/task``) and, if there is more than one, exits without
-forking: the clients then start Beam's stock worker (slower, same tables).
+over (``forkloop``: ``_Loop._stand_by``; small x4's first shard came 0.6 s sooner).
+Before its first fork the server counts the threads of its process
+(``/proc/self/task``) and, if there is more than one, exits without forking: the
+clients then start Beam's stock worker (slower, same tables).
 
 The pipeline too. A local multi-worker run's driver does not import Beam at all
 (about 1 CPU s, before the parse could start): it asks the server, on the same socket
