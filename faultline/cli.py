@@ -35,8 +35,6 @@ from rich.progress import (
 )
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from faultline import db as fdb
-
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
@@ -128,6 +126,8 @@ def _progress(*, transient: bool = True) -> Progress:
 def _open_read(db: Path):
     """Open an existing database read-only, or exit 2 saying why."""
     import duckdb
+
+    from faultline import db as fdb  # DuckDB: imported by the commands that open one
 
     if not db.is_file():
         err.print(f"[bold red]faultline:[/] {db}: no such database (run faultline ingest)")
@@ -666,6 +666,8 @@ def demo() -> None:
     typer.echo("faultline demo: ingesting the bundled sample corpus into "
                "./faultline-demo.duckdb")
     _ingest([corpus], db)
+    from faultline import db as fdb
+
     with fdb.connect(db, read_only=True) as con:
         data = rep.breakdown(con, compare="llama3")
         html = write_html(con, None, Path.cwd() / "faultline-demo.html")
