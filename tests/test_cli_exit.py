@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 _SCRIPT = textwrap.dedent("""
-    import atexit, sys, tempfile, threading, time
+    import atexit, json, sys, tempfile, threading, time
     from pathlib import Path
     from faultline.cli import _exit
     out = Path(sys.argv[1])
@@ -26,13 +26,13 @@ _SCRIPT = textwrap.dedent("""
         (out / "thread").touch()
     threading.Thread(target=late).start()
     print("x" * 100_000)  # more than a pipe's buffer: still buffered at the exit
-    _exit(eval(sys.argv[2]))
+    _exit(json.loads(sys.argv[2]))  # the code as sys.exit would get it
 """)
 
 
 @pytest.mark.parametrize(("code", "status", "stderr"), [
-    ("None", 0, ""), ("0", 0, ""), ("2", 2, ""), ("130", 130, ""),
-    ("'faultline: no such database'", 1, "faultline: no such database\n"),
+    ("null", 0, ""), ("0", 0, ""), ("2", 2, ""), ("130", 130, ""),
+    ('"faultline: no such database"', 1, "faultline: no such database\n"),
 ])
 def test_the_exit_does_what_the_teardown_would_have(code, status, stderr, tmp_path):
     done = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path), code],
