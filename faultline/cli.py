@@ -35,6 +35,8 @@ from rich.progress import (
 )
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from faultline.launch import DEFAULT_RUNNER  # the early server reads --runner the same way
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
@@ -210,7 +212,7 @@ def ingest(
         "database and kept across later ingests (see faultline overrides).",
         dir_okay=False)] = None,
     runner: Annotated[str, typer.Option(help="Beam runner name (dask: on a Dask "
-                                        "cluster, see --dask-address).")] = "DirectRunner",
+                                        "cluster, see --dask-address).")] = DEFAULT_RUNNER,
     dask_address: Annotated[str | None, typer.Option(
         metavar="tcp://HOST:PORT", help="The scheduler of the Dask cluster --runner dask "
         "parses on (started with dask scheduler; see docs/scale-out.md).")] = None,
