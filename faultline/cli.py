@@ -723,8 +723,9 @@ def _exit(code: object) -> None:
     took 0.12-0.15 s of every command's wall time on this project's 2-core machine,
     after its work was done: half of ``report``'s. What the teardown would do that
     matters is done here first: the ``atexit`` handlers run (logging's flush, temporary
-    files' cleanup), threads that are not daemons are joined, and the standard streams
-    are flushed. Every command has closed its DuckDB connections by then."""
+    files' cleanup), threads that are not daemons are joined (after the threading exit
+    hooks, as at finalization), and the standard streams are flushed. Every command has
+    closed its DuckDB connections by then."""
     import atexit
     import sys
     import threading
@@ -734,11 +735,12 @@ def _exit(code: object) -> None:
     elif not isinstance(code, int):  # sys.exit("message"): printed, exit status 1
         print(code, file=sys.stderr)
         code = 1
-    main_thread = threading.main_thread()
-    for thread in threading.enumerate():
-        if thread is not main_thread and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()  # the handlers registered so far, as the teardown runs them
+    # what the interpreter's finalization does first, in its order: the threading
+    # module's exit hooks (an executor left open by an interrupted run tells its idle
+    # workers to end; joining them without that hung Ctrl-C of a multi_processing
+    # parse), then the join of every non-daemon thread, then the atexit handlers
+    threading._shutdown()
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
             stream.flush()

@@ -2,7 +2,8 @@
 less the interpreter's teardown. What the teardown would have done that a user can see
 still happens: the exit status, a message given as the code, ``atexit`` handlers (a
 temporary directory's cleanup among them), a non-daemon thread's last work, and output
-still buffered for a pipe."""
+still buffered for a pipe; and an executor left open (its idle worker threads are not
+daemons) does not keep the process from ending."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ _SCRIPT = textwrap.dedent("""
         time.sleep(0.3)
         (out / "thread").touch()
     threading.Thread(target=late).start()
+    import concurrent.futures
+    pool = concurrent.futures.ThreadPoolExecutor(2)  # left open, as an interrupted run does
+    pool.submit(time.sleep, 0.01)
     print("x" * 100_000)  # more than a pipe's buffer: still buffered at the exit
     _exit(json.loads(sys.argv[2]))  # the code as sys.exit would get it
 """)
