@@ -328,14 +328,9 @@ def build_pipeline(p: beam.Pipeline, listing: str, settings: IngestSettings, sha
     """The whole ingest graph: a listing of paths in, Parquet shard paths out. Nothing
     in it refers to the driver's memory or files except through ``listing`` and
     ``shards``, which is what lets a cluster runner execute it."""
-    import apache_beam as beam
-
     from faultline.pipeline.transforms import ParseCorpus
 
-    return (p
-            | "ReadPaths" >> beam.io.ReadFromText(listing)
-            | "Decode" >> beam.Map(json.loads)
-            | "ParseCorpus" >> ParseCorpus(settings, shards, batch_size))
+    return p | "ParseCorpus" >> ParseCorpus(listing, settings, shards, batch_size)
 
 
 def _progress_from_shards(staging: Path, total: int, progress: Callable[[int, int], None] | None

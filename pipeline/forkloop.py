@@ -310,7 +310,8 @@ def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
 
     if not _become_client(server, request, fds):
         return 1
-    # the transforms (polars, the parsers) before the job comes: module doc
+    # the transforms before the job comes (module doc); not the parsers, which only
+    # its workers import (transforms.parse_parts)
     from faultline.pipeline import beamrun, transforms  # noqa: F401
 
     chunks = []
@@ -348,7 +349,7 @@ def _await_request(server: int, sock: socket.socket) -> int:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != server:
         return 1
-    from faultline.pipeline import transforms  # noqa: F401 (polars, the parsers)
+    from faultline.pipeline import fileparse, transforms  # noqa: F401 (polars, the parsers)
 
     fds: list[int] = []
     with sock:

@@ -259,9 +259,10 @@ def worker_command(directory: Path) -> str:
 
 class PipelineProcess:
     """The driver's side of a pipeline process: asked of the server before its job is
-    known, so that it imports the transforms (polars, the parsers: about 0.3 CPU s)
-    while the driver discovers the corpus; it reads its job from its stdin, a pipe from
-    the driver, and ends without running anything if the pipe closes empty."""
+    known, so that it imports the transforms while the driver discovers the corpus
+    (not the parsers and polars: only its workers parse); it reads its job from its
+    stdin, a pipe from the driver, and ends without running anything if the pipe
+    closes empty."""
 
     def __init__(self, sock: socket.socket, replies: IO[bytes], job_pipe: int) -> None:
         self._sock, self._replies, self._job_pipe = sock, replies, job_pipe

@@ -76,7 +76,7 @@ def test_local_runs_never_ask_for_prism():
 @pytest.mark.parametrize("make", [
     lambda: ParseFiles(SETTINGS),
     lambda: WriteShards("gs://bucket/shards/faultline-0123"),
-    lambda: ParseCorpus(SETTINGS, "s3://bucket/shards", 64),
+    lambda: ParseCorpus("s3://bucket/paths.jsonl", SETTINGS, "s3://bucket/shards", 64),
 ], ids=["ParseFiles", "WriteShards", "ParseCorpus"])
 def test_transforms_pickle_without_driver_state(make):
     """Cluster runners ship DoFns pickled with Beam's pickler (cloudpickle by default).
@@ -139,8 +139,8 @@ def test_the_pipeline_survives_the_runner_api_round_trip(tmp_path):
     build_pipeline(p, f"fltest://{tmp_path}/paths.jsonl", SETTINGS, f"fltest://{tmp_path}")
     proto = p.to_runner_api()
     names = {t.unique_name for t in proto.components.transforms.values()}
-    assert {"ReadPaths", "Decode", "ParseCorpus", "ParseCorpus/Parse",
-            "ParseCorpus/Write"} <= names
+    assert {"ParseCorpus", "ParseCorpus/ReadPaths", "ParseCorpus/Spread",
+            "ParseCorpus/Parse", "ParseCorpus/Write"} <= names
     again = beam.Pipeline.from_runner_api(proto, p.runner, p._options)
     assert len(again.to_runner_api().components.transforms) == len(
         proto.components.transforms)

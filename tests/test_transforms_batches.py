@@ -101,3 +101,36 @@ def test_parse_files_writes_each_part(tmp_path):
     assert [n for _k, n in files] == [2, 2, 2]
     assert files[0][0] == batch_key(paths)
     assert {name for _k, name, _t in out} >= {"files", "events", "rejects"}
+
+
+@pytest.mark.parametrize(("n", "size"), [(0, 4), (1, 4), (4, 4), (9, 4), (1000, 1024)])
+def test_the_listing_is_read_in_whole_consecutive_batches(tmp_path, n, size):
+    """ReadListing: every entry once, in the listing's order, in batches of ``size``
+    but the last; entries of every kind; a blank line (a listing written by hand) is
+    no entry."""
+    from faultline.pipeline.staging import Staging
+
+    entries = [f"/c/{i}" if i % 3 else ([f"/c/{i}", "too big"] if i % 2 else
+               {"path": f"/c/{i}", "resume": {"read_to": i}}) for i in range(n)]
+    listing = Staging.for_db(tmp_path / "x.duckdb").write_listing(entries)
+    with open(listing, "ab") as f:
+        f.write(b"\n")
+    batches = list(transforms.ReadListing(listing, size).process(b""))
+    assert [e for b in batches for e in b] == entries
+    assert all(len(b) == size for b in batches[:-1])
+    assert len(batches) == -(-n // size)
+
+
+def test_the_pipeline_process_needs_no_parser():
+    """The process that builds the pipeline imports the transforms (the DoFns it
+    pickles), not the parsers or polars: only the workers parse
+    (:func:`transforms.parse_parts` imports them)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import faultline.pipeline.transforms, faultline.pipeline.beamrun; "
+            "print(sorted(m for m in ('polars', 'faultline.pipeline.fileparse') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
