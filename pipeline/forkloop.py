@@ -34,6 +34,7 @@ from faultline.pipeline.forkserver import (
     threads,
     worker_command,
 )
+from faultline.pipeline.workers import POLARS_THREADS, polars_threads
 
 
 def serve(directory: Path, preload: tuple[str, ...] = PRELOAD) -> int:
@@ -82,6 +83,7 @@ class _Loop:
         self.workers: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, conn)
         # workers forked ahead of their request (_stand_by): pidfd -> (pid, their socket)
         self.idle: dict[int, tuple[int, socket.socket]] = {}
+        self.polars_threads: str | None = None  # each worker's share (_share_cores)
 
     def run(self) -> None:
         try:
@@ -153,6 +155,10 @@ class _Loop:
 
     def _fork(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         pipeline = request.get("kind") == "pipeline"
+        if pipeline:
+            self._share_cores(request)
+        elif self.polars_threads is not None:  # the runner's worker: its share too
+            request["env"].setdefault(POLARS_THREADS, self.polars_threads)
         handed = None if pipeline else self._hand_over(request, fds)
         if handed is None:
             sys.stdout.flush()
@@ -175,6 +181,18 @@ class _Loop:
         self._track(conn, pid, pidfd, PIPELINE if pipeline else FORKED)
         if pipeline:  # its runner will ask for workers: fork them now (_stand_by)
             self._stand_by(min(int(request.get("workers") or 0), MAX_STANDBY))
+
+    def _share_cores(self, request: dict[str, Any]) -> None:
+        """Give each of the run's workers its share of the cores for polars' pool
+        (:func:`~faultline.pipeline.workers.polars_threads`), unless the driver's
+        environment names a size. Polars reads it once, as it is imported: the server
+        (which never imports polars) sets it in its own environment before it forks
+        workers ahead, which import polars as they wait; the runner's workers' requests
+        carry the driver's environment, which gets it added (:meth:`_fork`)."""
+        workers = int(request.get("workers") or 0)
+        if workers < 1 or POLARS_THREADS in request.get("env", {}):
+            return
+        self.polars_threads = os.environ[POLARS_THREADS] = str(polars_threads(workers))
 
     def _track(self, conn: socket.socket, pid: int, pidfd: int, name: str) -> None:
         """A child now serving ``conn``'s client: recorded, reaped when it exits, its pid

@@ -147,6 +147,53 @@ def test_a_dead_worker_standing_by_is_skipped_and_the_rest_forked(server, tmp_pa
     assert len(forked) == 2 and ahead[1] in forked and ahead[0] not in forked
 
 
+def _pool_recorder():
+    """A step recording, per worker process, the size of its polars pool and the
+    ``POLARS_MAX_THREADS`` it runs with (made here: pickled by value, as above)."""
+
+    def record_pool(x: int, out: str) -> int:
+        import polars as pl
+
+        env = os.environ.get("POLARS_MAX_THREADS")
+        (Path(out) / f"pool-{os.getpid()}").write_text(f"{pl.thread_pool_size()} {env}")
+        return x
+
+    return record_pool
+
+
+@pytest.mark.parametrize("driver_env", [None, "2"])
+def test_each_worker_gets_its_share_of_the_cores_for_polars(tmp_path, monkeypatch, driver_env):
+    """Two workers on this machine's cores: polars' pool of each is the cores shared
+    out (one each on two cores, where each had two: oversubscribed), in the worker
+    forked ahead and in the one forked on request alike; a size the driver's
+    environment names is left as it is."""
+    if driver_env is not None:  # before the server starts, as a driver's would be
+        monkeypatch.setenv("POLARS_MAX_THREADS", driver_env)
+    server = forkserver.ForkServer.start()
+    assert server is not None
+    with server:
+        assert server.ready(READY_S)
+        server.ask_pipeline(2)
+        ahead = _standing_by(server, 2)
+        os.kill(ahead[0], signal.SIGKILL)  # so that one request gets a fresh fork
+        assert wait_gone([ahead[0]])
+        out = tmp_path / "pools"
+        out.mkdir()
+        _worker_pids(server.command(), tmp_path / "pids",
+                     beam.Map(_pool_recorder(), str(out)))
+    seen = {f.name: f.read_text() for f in out.iterdir()}
+    assert f"pool-{ahead[1]}" in seen and len(seen) == 2, seen
+    want = driver_env or str(workers_module.polars_threads(2))
+    assert set(seen.values()) == {f"{want} {want}"}
+
+
+def test_the_cores_are_shared_out_among_the_workers():
+    share = workers_module.polars_threads
+    assert [share(w, 2) for w in (1, 2, 3)] == [2, 1, 1]
+    assert [share(w, 64) for w in (1, 2, 3, 64, 100)] == [64, 32, 21, 1, 1]
+    assert share(0, 8) == 8
+
+
 def test_workers_standing_by_unused_end_with_the_server(server):
     assert server.ready(READY_S)
     server.ask_pipeline(3)
