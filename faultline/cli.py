@@ -359,18 +359,37 @@ _INTERRUPTED_LEAVES = {
 }
 
 
+def _query_interrupted(exc: BaseException) -> bool:
+    """A Ctrl-C that came during a DuckDB query: DuckDB's Python client interrupts the
+    query and raises ``RuntimeError("Query interrupted")`` in place of the
+    ``KeyboardInterrupt`` (duckdb 2.0.1; ``InterruptException`` is its own error for
+    an interrupt from ``con.interrupt()``). Seen as exit 1 and a traceback when Ctrl-C
+    came during ingest's load. Told by type and text, so the CLI's import needs no
+    DuckDB."""
+    return ((isinstance(exc, RuntimeError) and str(exc) == "Query interrupted")
+            or type(exc).__name__ == "InterruptException")
+
+
 def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1.
+    """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1,
+    nor the traceback of the DuckDB query it interrupted (:func:`_query_interrupted`).
     (``ingest`` says it itself: it knows that nothing was written.)"""
+
+    def interrupted() -> typer.Exit:
+        err.print(f"[bold red]faultline {name}:[/] "
+                  f"{_INTERRUPTED_LEAVES.get(name, 'interrupted')}")
+        return typer.Exit(EXIT_INTERRUPTED)
 
     @functools.wraps(callback)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return callback(*args, **kwargs)
         except KeyboardInterrupt:
-            err.print(f"[bold red]faultline {name}:[/] "
-                      f"{_INTERRUPTED_LEAVES.get(name, 'interrupted')}")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise interrupted() from None
+        except Exception as exc:
+            if _query_interrupted(exc):
+                raise interrupted() from None
+            raise
 
     return guarded
 
@@ -426,6 +445,10 @@ def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
             finish()
     except KeyboardInterrupt:
         raise _interrupted("ingest") from None
+    except RuntimeError as exc:  # Ctrl-C during one of the load's queries
+        if _query_interrupted(exc):
+            raise _interrupted("ingest") from None
+        raise
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
         # WeightsError: the shipped text-model weights are missing or stale (unreadable
         # input of faultline's own); nothing is written, the message says how to rebuild

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -340,6 +341,32 @@ def _session(sid: int) -> list[int]:
             if int(fields[3]) == sid and fields[0] != "Z":  # state, ppid, pgrp, session
                 out.append(int(entry))
     return out
+
+
+def test_a_ctrl_c_another_thread_takes_ends_the_wait_for_the_pipeline():
+    """The kernel may hand a Ctrl-C to any of the driver's threads (polars' and tokio's
+    do not block SIGINT); Python raises it in the main thread once that thread runs
+    again. The driver's wait for its pipeline's process wakes for it: it used to stay
+    in ``recv`` until the pipeline ended (here: the reply 5 s later)."""
+    ours, server_end = socket.socketpair()
+    replies = ours.makefile("rb")
+
+    def another_thread() -> None:
+        time.sleep(0.2)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # handled on this thread
+        time.sleep(5)
+        with contextlib.suppress(OSError):
+            server_end.sendall(b"exit 0\n")
+
+    threading.Thread(target=another_thread, daemon=True).start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            forkserver.await_line(ours, replies)
+        assert time.monotonic() - start < 0.2 + 3 * forkserver.WAKE_S + 1
+    finally:
+        replies.close()
+        ours.close()
 
 
 @pytest.mark.parametrize("beam_opts", [

@@ -107,3 +107,54 @@ def test_ctrl_c_in_simulate_is_one_line_and_130(tmp_path):
     assert err.strip().splitlines() == [
         "faultline simulate: interrupted; the corpus under --out is incomplete; run again "
         "to write it"]
+
+
+def test_a_ctrl_c_during_a_duckdb_query_is_told_from_other_errors(tmp_path):
+    """DuckDB's client interrupts a query on SIGINT and raises
+    ``RuntimeError("Query interrupted")``, swallowing the ``KeyboardInterrupt``
+    (duckdb 2.0.1); the CLI tells it from other errors."""
+    import threading
+
+    from faultline import cli
+
+    con = duckdb.connect(str(tmp_path / "q.duckdb"))
+    con.execute("SET threads = 1")
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(BaseException) as got:  # whatever the client raises
+            con.execute("SELECT count(DISTINCT md5(range::VARCHAR)) "
+                        "FROM range(2000000000)").fetchall()
+    finally:
+        timer.cancel()
+        con.close()
+    assert isinstance(got.value, KeyboardInterrupt) or cli._query_interrupted(got.value)
+    assert not cli._query_interrupted(RuntimeError("Query failed"))
+    assert not cli._query_interrupted(ValueError("Query interrupted"))
+
+
+@pytest.mark.parametrize("command", [["ingest", "CORPUS", "--db", "DB"], ["report", "--db", "DB"]])
+def test_an_interrupted_query_is_one_line_and_130(command, monkeypatch, tmp_path, repo_root):
+    """Ctrl-C during ingest's load used to end in a traceback and exit 1: the query
+    it interrupted raised ``RuntimeError("Query interrupted")``. Now it is Ctrl-C, for
+    ingest (its own line: nothing was written) and for every other command."""
+    from typer.testing import CliRunner
+
+    import faultline.db as fdb
+    from faultline import cli, report
+    from faultline.pipeline import run
+
+    def interrupted(*_args, **_kwargs):
+        raise RuntimeError("Query interrupted")
+
+    monkeypatch.setattr(run, "ingest", interrupted)
+    monkeypatch.setattr(report, "breakdown", interrupted)
+    db = tmp_path / "x.duckdb"
+    if command[0] == "report":  # a faultline database to report on
+        fdb.connect(db).close()
+    args = [str(repo_root / "fixtures" / "sample" / "corpus") if a == "CORPUS"
+            else str(db) if a == "DB" else a for a in command]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 130, result.output
+    assert "Traceback" not in result.output
+    assert f"faultline {command[0]}: interrupted" in result.output
