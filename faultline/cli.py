@@ -445,15 +445,15 @@ def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
             finish()
     except KeyboardInterrupt:
         raise _interrupted("ingest") from None
-    except RuntimeError as exc:  # Ctrl-C during one of the load's queries
-        if _query_interrupted(exc):
-            raise _interrupted("ingest") from None
-        raise
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
         # WeightsError: the shipped text-model weights are missing or stale (unreadable
         # input of faultline's own); nothing is written, the message says how to rebuild
         err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
+    except RuntimeError as exc:  # Ctrl-C during one of the load's queries (after the
+        if _query_interrupted(exc):  # errors above: WeightsError is a RuntimeError too)
+            raise _interrupted("ingest") from None
+        raise
     typer.echo(summary.line())
     if summary.zone_warning:
         err.print(f"[yellow]warning:[/] {escape(summary.zone_warning)}")
