@@ -364,10 +364,15 @@ def _query_interrupted(exc: BaseException) -> bool:
     query and raises ``RuntimeError("Query interrupted")`` in place of the
     ``KeyboardInterrupt`` (duckdb 2.0.1; ``InterruptException`` is its own error for
     an interrupt from ``con.interrupt()``). Seen as exit 1 and a traceback when Ctrl-C
-    came during ingest's load. Told by type and text, so the CLI's import needs no
-    DuckDB."""
-    return ((isinstance(exc, RuntimeError) and str(exc) == "Query interrupted")
-            or type(exc).__name__ == "InterruptException")
+    came during ingest's load. Told by type, module and text, so the CLI's import needs
+    no DuckDB."""
+    if isinstance(exc, RuntimeError) and str(exc) == "Query interrupted":
+        return True
+    # DuckDB's own errors: its interrupt, and a KeyboardInterrupt raised in the Python
+    # a query called (seen: "Python Object ... registered as 'memo_rows' failed:
+    # KeyboardInterrupt", a Ctrl-C as the root causes registered an Arrow table)
+    return type(exc).__module__.lstrip("_") == "duckdb" and (
+        type(exc).__name__ == "InterruptException" or "KeyboardInterrupt" in str(exc))
 
 
 def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:

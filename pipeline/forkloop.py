@@ -84,6 +84,7 @@ class _Loop:
         # workers forked ahead of their request (_stand_by): pidfd -> (pid, their socket)
         self.idle: dict[int, tuple[int, socket.socket]] = {}
         self.polars_threads: str | None = None  # each worker's share (_share_cores)
+        self.groups: set[int] = set()  # pipeline processes, each leading its group (_kill)
 
     def run(self) -> None:
         try:
@@ -100,13 +101,11 @@ class _Loop:
                     elif kind == "idle":  # a worker standing by ended before its request
                         self._reap_idle(key.fd)
                     elif kind == "client":  # a client only ever closes: it went away
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(key.data[1], signal.SIGKILL)
+                        self._kill(key.data[1])
                         self.selector.unregister(key.fileobj)
         finally:
             for pidfd, (pid, _conn) in list(self.workers.items()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                self._kill(pid)
                 self._reap(pidfd)
             for pidfd, (pid, _sock) in list(self.idle.items()):
                 with contextlib.suppress(ProcessLookupError):
@@ -168,11 +167,17 @@ class _Loop:
             if pid == 0:
                 code = 1
                 try:
+                    if pipeline:
+                        os.setpgid(0, 0)  # its own group (_kill); set on both sides of the fork
                     self._close_inherited(conn)
                     code = (_be_pipeline(server, self.directory, request, fds) if pipeline
                             else _be_worker(server, request, fds))
                 finally:
                     os._exit(code)
+            if pipeline:
+                with contextlib.suppress(OSError):  # it may have run (or ended) already
+                    os.setpgid(pid, pid)
+                self.groups.add(pid)
             pidfd = os.pidfd_open(pid)
         else:
             pid, pidfd = handed
@@ -207,7 +212,7 @@ class _Loop:
         try:
             conn.sendall(f"pid {pid}\n".encode())
         except OSError:
-            os.kill(pid, signal.SIGKILL)  # reaped when its pidfd turns readable
+            self._kill(pid)  # reaped when its pidfd turns readable
             return
         self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
 
@@ -271,10 +276,27 @@ class _Loop:
         if conn is not None:
             conn.close()
 
+    def _kill(self, pid: int) -> None:
+        """SIGKILL a child; a pipeline process with its whole group. Its runner starts
+        the worker commands (``sh -c`` the fork client); killed alone (its driver's
+        Ctrl-C) while it started them, a client that then found the server gone became
+        Beam's stock worker and lived on, orphaned, holding the driver's stdout open
+        (seen: a Ctrl-C 2.25 s into small x4; the process that read the driver's output
+        waited for ever). In its group, they end with it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if pid in self.groups:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
     def _reap(self, pidfd: int) -> None:
-        """A worker ended: tell its client how (if it is still there), forget it."""
+        """A worker ended: tell its client how (if it is still there), forget it. What
+        is left of an ended pipeline process's group goes with it (:meth:`_kill`)."""
         pid, conn = self.workers.pop(pidfd)
         _pid, status = os.waitpid(pid, 0)
+        if pid in self.groups:
+            self._kill(pid)
+            self.groups.discard(pid)
         code = os.waitstatus_to_exitcode(status)
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(pidfd)

@@ -195,6 +195,22 @@ def test_the_cores_are_shared_out_among_the_workers():
     assert share(0, 8) == 8
 
 
+def test_the_pipeline_process_leads_a_group_of_its_own(server):
+    """The pipeline's process is killed with its group (``_Loop._kill``): the worker
+    commands its runner started end with it. Killed alone by a Ctrl-C while it started
+    them, a client that then found the server gone became Beam's stock worker and lived
+    on, orphaned, holding the driver's stdout open."""
+    assert server.ready(READY_S)
+    server.ask_pipeline(0)
+    deadline = time.monotonic() + READY_S
+    while not server.pipelines() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (pid,) = server.pipelines()
+    while os.getpgid(pid) != pid and time.monotonic() < deadline:  # set on both sides
+        time.sleep(0.02)
+    assert os.getpgid(pid) == pid != os.getpgid(server.process.pid)
+
+
 def test_workers_standing_by_unused_end_with_the_server(server):
     assert server.ready(READY_S)
     server.ask_pipeline(3)

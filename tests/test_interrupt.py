@@ -131,6 +131,11 @@ def test_a_ctrl_c_during_a_duckdb_query_is_told_from_other_errors(tmp_path):
     assert isinstance(got.value, KeyboardInterrupt) or cli._query_interrupted(got.value)
     assert not cli._query_interrupted(RuntimeError("Query failed"))
     assert not cli._query_interrupted(ValueError("Query interrupted"))
+    # a KeyboardInterrupt raised in Python a query called, as DuckDB reports it
+    assert cli._query_interrupted(duckdb.InvalidInputException(
+        "Python Object \"t\" of type \"Table\" registered as 'memo_rows' failed: "
+        "KeyboardInterrupt: "))
+    assert not cli._query_interrupted(duckdb.InvalidInputException("registered as 'x' failed"))
 
 
 @pytest.mark.parametrize("command", [["ingest", "CORPUS", "--db", "DB"], ["report", "--db", "DB"]])
