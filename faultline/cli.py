@@ -455,8 +455,8 @@ def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
         # input of faultline's own); nothing is written, the message says how to rebuild
         err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
-    except RuntimeError as exc:  # Ctrl-C during one of the load's queries (after the
-        if _query_interrupted(exc):  # errors above: WeightsError is a RuntimeError too)
+    except Exception as exc:  # Ctrl-C during one of the load's queries (checked after
+        if _query_interrupted(exc):  # the errors above: WeightsError is a RuntimeError)
             raise _interrupted("ingest") from None
         raise
     typer.echo(summary.line())

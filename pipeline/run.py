@@ -312,9 +312,11 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                                       beam_opts or [], batch_size, progress, fork_server)
                     except beamrun.ParseFailed as exc:  # the fork server's process ended
                         raise IngestError(str(exc)) from exc
-                    finally:  # its workers are gone before the staging directory is
-                        if fork_server is not None:  # cleared: after a Ctrl-C they were
-                            fork_server.stop()  # still writing shards into it
+                    finally:
+                        # its workers end before the staging directory is cleared: after
+                        # a Ctrl-C they were still writing shards into it
+                        if fork_server is not None:
+                            fork_server.stop()
                 staging.fetch()
                 _require_recognized(con, staging.local, paths, todo, corpus,
                                     len(paths) + len(skipped))
