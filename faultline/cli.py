@@ -375,6 +375,11 @@ def _query_interrupted(exc: BaseException) -> bool:
         type(exc).__name__ == "InterruptException" or "KeyboardInterrupt" in str(exc))
 
 
+def _is_ctrl_c(exc: BaseException) -> bool:
+    """``KeyboardInterrupt``, or the error of a DuckDB query a Ctrl-C interrupted."""
+    return isinstance(exc, KeyboardInterrupt) or _query_interrupted(exc)
+
+
 def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
     """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1,
     nor the traceback of the DuckDB query it interrupted (:func:`_query_interrupted`).
@@ -389,10 +394,8 @@ def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[...
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return callback(*args, **kwargs)
-        except KeyboardInterrupt:
-            raise interrupted() from None
-        except Exception as exc:
-            if _query_interrupted(exc):
+        except BaseException as exc:
+            if _is_ctrl_c(exc):
                 raise interrupted() from None
             raise
 
@@ -448,15 +451,13 @@ def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
             on_phase, on_progress, finish = _phase_bars(bar)
             summary = run_ingest(corpus, db, **kw, progress=on_progress, on_phase=on_phase)
             finish()
-    except KeyboardInterrupt:
-        raise _interrupted("ingest") from None
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
         # WeightsError: the shipped text-model weights are missing or stale (unreadable
         # input of faultline's own); nothing is written, the message says how to rebuild
         err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc
-    except Exception as exc:  # Ctrl-C during one of the load's queries (checked after
-        if _query_interrupted(exc):  # the errors above: WeightsError is a RuntimeError)
+    except BaseException as exc:  # checked after the errors above: a Ctrl-C during a
+        if _is_ctrl_c(exc):  # query is a RuntimeError, and so is a WeightsError
             raise _interrupted("ingest") from None
         raise
     typer.echo(summary.line())

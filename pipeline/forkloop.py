@@ -108,8 +108,7 @@ class _Loop:
                 self._kill(pid)
                 self._reap(pidfd)
             for pidfd, (pid, _sock) in list(self.idle.items()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                self._kill(pid)
                 self._reap_idle(pidfd)
 
     def _accept(self) -> None:
@@ -255,8 +254,7 @@ class _Loop:
                 socket.send_fds(sock, [struct.pack(">I", len(body))], fds)
                 sock.sendall(body)
             except OSError:  # it ended: reaped here, the next one tried
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                self._kill(pid)
                 os.waitpid(pid, 0)
                 os.close(pidfd)
                 continue
