@@ -249,10 +249,12 @@ def ingest(
     # discovers the corpus (pipeline/forkserver.py); stopped if one worker will do. It
     # runs the pipeline too, so this process never imports Beam (pipeline/beamrun.py).
     # faultline.launch starts it before the CLI's imports when it can: taken here.
-    from faultline.launch import take_server
+    from faultline.launch import decided, take_server
     from faultline.pipeline import forkserver
 
-    wanted = forkserver.wanted(runner, workers, beam_opt or [], corpus)
+    wanted = decided(corpus, runner, workers, beam_opt or [])
+    if wanted is None:
+        wanted = forkserver.wanted(runner, workers, beam_opt or [], corpus)
     server = take_server()
     if server is not None and not wanted:
         server.stop()

@@ -34,6 +34,8 @@ INGEST_OPTIONS = frozenset({
 DEFAULT_RUNNER = "DirectRunner"  # ingest's --runner default (the CLI takes it from here)
 
 _started: list[ForkServer] = []  # the server started here, until the command takes it
+# the decision made here, keyed by what it was made from (:func:`decided`)
+_decision: dict[tuple[tuple[str, ...], str, int | None, tuple[str, ...]], bool] = {}
 
 
 def ingest_args(argv: Sequence[str]) -> tuple[list[str], str, int | None, list[str]] | None:
@@ -71,6 +73,14 @@ def ingest_args(argv: Sequence[str]) -> tuple[list[str], str, int | None, list[s
     return corpus, runner, workers, beam_opts
 
 
+def decided(corpus: Sequence[str], runner: str, workers: int | None,
+            beam_opts: Sequence[str]) -> bool | None:
+    """Whether a server was wanted, as decided here for these very options (the
+    command, having parsed them, asks before deciding itself: the decision walks the
+    corpus's directories, 0.05 s on small x4's 12k files); None if not decided here."""
+    return _decision.get((tuple(corpus), runner, workers, tuple(beam_opts)))
+
+
 def take_server() -> ForkServer | None:
     """The fork server started for this command, now the caller's to stop; or None."""
     return _started.pop() if _started else None
@@ -81,14 +91,25 @@ def _stop_untaken() -> None:
         _started.pop().stop()
 
 
+# the commands that parse a corpus in this process or in its fork server's
+PARSING_COMMANDS = frozenset({"ingest", "watch", "demo"})
+
+
 def main() -> None:
-    """Console-script entry point: the early server, then the CLI."""
+    """Console-script entry point: the allocator's setting and the early server for
+    the commands that parse, then the CLI."""
+    if sys.argv[1:2] and sys.argv[1] in PARSING_COMMANDS:
+        from faultline.pipeline import malloc
+
+        malloc.keep_freed_memory()
     args = ingest_args(sys.argv[1:])
     if args is not None:
         from faultline.pipeline import forkserver
 
         corpus, runner, workers, beam_opts = args
-        if corpus and forkserver.wanted(runner, workers, beam_opts, corpus):
+        wanted = bool(corpus) and forkserver.wanted(runner, workers, beam_opts, corpus)
+        _decision[(tuple(corpus), runner, workers, tuple(beam_opts))] = wanted
+        if wanted:
             server = forkserver.ForkServer.start()
             if server is not None:
                 _started.append(server)

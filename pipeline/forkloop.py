@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faultline.pipeline import forkclient
+from faultline.pipeline import forkclient, malloc
 from faultline.pipeline.forkserver import (
     FORKED,
     HANDSHAKE_TIMEOUT_S,
@@ -41,6 +41,7 @@ def serve(directory: Path, preload: tuple[str, ...] = PRELOAD) -> int:
     """Bind, import ``preload``, then fork workers until stdin ends (module doc)."""
     import importlib
 
+    malloc.keep_freed_memory()  # before the imports: the forks inherit it (its doc)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     token = (directory / forkclient.TOKEN).read_text().strip()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

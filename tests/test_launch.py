@@ -104,3 +104,27 @@ def test_one_worker_starts_no_server(repo_root, tmp_path):
                            "--workers", "1")
     assert code == 0
     assert starts == []
+
+
+_COUNT = textwrap.dedent("""
+    import atexit, sys
+    from faultline.pipeline import forkserver
+    walks = []
+    real = forkserver.likely
+    forkserver.likely = lambda workers, roots: walks.append(list(roots)) or real(workers, roots)
+    atexit.register(lambda: print("WALKS", sum(map(bool, walks)), file=sys.stderr))
+    from faultline.launch import main
+    sys.argv = ["faultline", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_the_command_takes_the_decision_made_here(repo_root, tmp_path):
+    """The corpus is walked once to decide on a server (0.05 s on small x4): the
+    command reuses the decision the console script made for the same options."""
+    corpus = repo_root / "fixtures" / "sample" / "corpus" / "hosts" / "node0001"
+    done = subprocess.run([sys.executable, "-c", _COUNT, "ingest", str(corpus), "--db",
+                           str(tmp_path / "x.duckdb")], capture_output=True, text=True,
+                          timeout=600, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "WALKS 1"
+    assert launch.decided([str(corpus)], "DirectRunner", None, []) is None  # not here
