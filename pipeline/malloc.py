@@ -15,8 +15,9 @@ obtained that way is a page fault on first touch and a page the kernel zeroes
 heap and up to 256 MiB freed at its top stay mapped for the next batch. On small x4,
 four runs of each in turn (``GLIBC_TUNABLES`` with these values against none): 231-244k
 faults against 257-302k, system CPU 1.29-1.84 s against 1.52-2.03 s (bench/RESULTS.md,
-session 10). A process keeps at most the trim threshold of freed memory per arena above
-what it had at its peak; the peak itself is what the parse needs either way.
+session 10). A process may keep up to the trim threshold of freed memory mapped per
+arena; its peak did not grow (driver and largest worker 335-338 / 372-373 MiB against
+340-348 / 375-379).
 
 Called by the console script for the commands that parse (:mod:`faultline.launch`) and
 by the fork server before its imports (:mod:`faultline.pipeline.forkloop`), whose
