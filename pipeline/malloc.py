@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold (64-bit)
 TRIM_THRESHOLD = 256 << 20
@@ -38,7 +39,7 @@ _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TO
                   "MALLOC_MMAP_MAX_", "MALLOC_ARENA_MAX")
 
 
-def user_tuned(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+def user_tuned(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether ``environ`` sets glibc's malloc parameters itself."""
     return ("glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
             or any(name in environ for name in _USER_SETTINGS))
@@ -53,11 +54,11 @@ def keep_freed_memory() -> bool:
 
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: not glibc
-            return False
-    except (OSError, AttributeError):
+    except OSError:
         return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: not glibc
+        return False
+    mallopt = libc.mallopt
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
