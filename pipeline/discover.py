@@ -83,12 +83,15 @@ def discover_uri(root: str) -> list[str]:
     ``FileSystems.set_options``."""
     from apache_beam.io.filesystems import FileSystems  # a URI's: Beam only when needed
 
+    from faultline.pipeline.objstore import remember_listing
+
     base = root.rstrip("/")
-    found = {m.path for m in FileSystems.match([base + "/**"])[0].metadata_list
-             if not m.path.endswith("/")}
-    if not found:
-        found = {m.path for m in FileSystems.match([base])[0].metadata_list}
-    return sorted(found)
+    listed = [m for m in FileSystems.match([base + "/**"])[0].metadata_list
+              if not m.path.endswith("/")]
+    if not listed:
+        listed = FileSystems.match([base])[0].metadata_list
+    remember_listing(listed)
+    return sorted({m.path for m in listed})
 
 
 def _is_file(entry: os.DirEntry) -> bool:

@@ -13,7 +13,7 @@ import os
 import stat
 
 from faultline.pipeline.inflate import MAX_PLAIN_BYTES
-from faultline.pipeline.objstore import open_uri, stat_uri
+from faultline.pipeline.objstore import read_uri
 
 
 def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
@@ -27,9 +27,7 @@ def read_bytes(path: str, limit: int = MAX_PLAIN_BYTES
     if "://" not in path:
         data, mtime = _read_local(path, limit + 1)
     else:  # an object store's "mtime" is its last-modified time (re-runs compare it)
-        mtime = stat_uri(path)[1]
-        with open_uri(path) as f:
-            data = f.read(limit + 1)
+        data, mtime = read_uri(path, limit + 1)
     if len(data) <= limit:
         return data, mtime, None
     cut = data.rfind(b"\n", 0, limit) + 1 or limit

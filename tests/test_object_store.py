@@ -10,12 +10,14 @@ nothing, and an object rewritten in the bucket is read again."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tarfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -38,10 +40,22 @@ BOOKKEEPING = ("ingest_state", "sealed_dirs")
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
+def moto_log(tmp_path_factory) -> Path:
+    """The server's request log: one line per request (``"GET /bucket/key ..."``)."""
+    return tmp_path_factory.mktemp("moto") / "moto.log"
+
+
+def requests_since(log: Path, start: int) -> Counter:
+    """HTTP methods of the requests logged after byte ``start`` of the log."""
+    text = log.read_bytes()[start:].decode("utf-8", "replace")
+    return Counter(m.group(1) for m in re.finditer(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+) /', text))
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(moto_log: Path):
     """moto's S3 server on a free loopback port, stopped after the module."""
     port = free_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
+    log = moto_log.open("wb")
     proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -101,7 +115,7 @@ def without_mtime(db: Path, tables: dict[str, list[str]], prefix: str) -> dict:
 
 
 def test_a_corpus_in_s3_gives_the_tables_of_the_same_files_on_disk(
-        repo_root: Path, s3_endpoint: str, tmp_path: Path):
+        repo_root: Path, s3_endpoint: str, moto_log: Path, tmp_path: Path):
     import boto3
 
     sample = repo_root / "fixtures" / "sample" / "corpus"
@@ -126,8 +140,14 @@ def test_a_corpus_in_s3_gives_the_tables_of_the_same_files_on_disk(
 
     uri = f"s3://{BUCKET}/{PREFIX}"
     db = tmp_path / "s3.duckdb"
+    n_objects = sum(1 for f in sample.rglob("*") if f.is_file()) + 1
+    start = moto_log.stat().st_size
     rc, out = ingest_s3(uri, db, s3_endpoint)
     assert rc == 0, out
+    # one GET per object to parse it, at most one more for discovery's pre-pass, and no
+    # HEAD: the size and time come with the GET and the listing (pipeline/objstore.py)
+    sent = requests_since(moto_log, start)
+    assert sent["HEAD"] == 0 and n_objects <= sent["GET"] <= 2 * n_objects + 20, sent
     from_s3 = without_mtime(db, snapshot(db), uri)
     assert from_s3 == on_disk
     with duckdb.connect(str(db), read_only=True) as con:
@@ -139,8 +159,11 @@ def test_a_corpus_in_s3_gives_the_tables_of_the_same_files_on_disk(
                                    "AND path NOT LIKE '%!/%'").fetchall()
     assert members == 2 and gz > 0 and no_mtime == 0
 
+    start = moto_log.stat().st_size
     rc, out = ingest_s3(uri, db, s3_endpoint)  # nothing changed: nothing read
     assert rc == 0 and "(0 new or changed)" in out, out
+    sent = requests_since(moto_log, start)  # the listing's pages only
+    assert sent["HEAD"] == 0 and sent["GET"] <= 10, sent
     assert without_mtime(db, snapshot(db), uri) == on_disk
 
     key = f"{PREFIX}/hosts/node0002/kern.log"

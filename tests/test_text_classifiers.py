@@ -145,8 +145,23 @@ def test_tfidf_is_at_least_as_good_as_spacy_on_the_holdout(reasons):
 # --------------------------------------------------------------------------- leave one family out
 
 
-def _lofo(kind: str, task: str, data) -> tuple[dict[str, training.Report], str]:
-    reps = training.leave_one_family_out(kind, task, data)
+# Leave-one-family-out reports, computed once per task and set of kinds in this module:
+# the spaCy test compares against the tfidf reports the tfidf test checks, and its
+# spaCy and ensemble kinds share each fold's textcat (training.leave_one_family_out_kinds).
+_LOFO: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, training.Report]]] = {}
+
+
+def _lofo_reports(kinds: tuple[str, ...], task: str, data) -> dict[str, dict[str, training.Report]]:
+    key = (task, kinds)
+    if key not in _LOFO:
+        _LOFO[key] = training.leave_one_family_out_kinds(kinds, task, data)
+    return _LOFO[key]
+
+
+def _lofo(kind: str, task: str, data, reps: dict[str, training.Report] | None = None
+          ) -> tuple[dict[str, training.Report], str]:
+    if reps is None:
+        reps = _lofo_reports((kind,), task, data)[kind]
     msg = _show(f"{task} / {kind}: leave-one-family-out", training.lofo_summary(reps))
     for fam, rep in reps.items():
         print(rep.table(f"-- held out: {fam}"))
@@ -178,10 +193,11 @@ def test_reason_leave_one_family_out(reasons):
 def test_spacy_leave_one_family_out_and_the_choice(reasons, tracebacks, task, floor):
     """spaCy alone and the ensemble both score below tfidf-lr under LOFO (the choice)."""
     data = reasons if task == "reason" else tracebacks
-    tfidf = training.pooled_accuracy(training.leave_one_family_out("tfidf-lr", task, data))
-    reps, msg = _lofo("spacy-textcat", task, data)
+    tfidf = training.pooled_accuracy(_lofo_reports(("tfidf-lr",), task, data)["tfidf-lr"])
+    both = _lofo_reports(("spacy-textcat", "ensemble"), task, data)
+    reps, msg = _lofo("spacy-textcat", task, data, both["spacy-textcat"])
     spacy_ = training.pooled_accuracy(reps)
-    ens_reps, ens_msg = _lofo("ensemble", task, data)
+    ens_reps, ens_msg = _lofo("ensemble", task, data, both["ensemble"])
     ensemble = training.pooled_accuracy(ens_reps)
     msg += ens_msg + f"\npooled accuracy tfidf {tfidf:.3f} spacy {spacy_:.3f} ensemble " \
                      f"{ensemble:.3f}"
@@ -189,6 +205,17 @@ def test_spacy_leave_one_family_out_and_the_choice(reasons, tracebacks, task, fl
     assert spacy_ >= floor, msg
     assert tfidf >= spacy_, msg
     assert tfidf >= ensemble, msg
+
+
+def test_one_fit_per_member_gives_each_kinds_own_scores(tracebacks):
+    """evaluate_kinds shares the textcat between spacy-textcat and the ensemble: the
+    scores equal those of each kind fitted on its own."""
+    train, test = training.split_by_family(tracebacks, training.TRACEBACK_HOLDOUT[:1])
+    together = training.evaluate_kinds(training.MODEL_KINDS, "traceback", train, test)
+    for kind in training.MODEL_KINDS:
+        assert together[kind] == training.evaluate(kind, "traceback", train, test), kind
+    with pytest.raises(ValueError, match="unknown model kind"):
+        training.evaluate_kinds(("tfidf",), "traceback", train, test)
 
 
 # --------------------------------------------------------------------------- real texts
