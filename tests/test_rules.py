@@ -63,6 +63,30 @@ def test_builtin_rules_and_their_examples_pass_the_check():
     assert report.examples > report.rules
 
 
+def test_classify_tries_only_rules_whose_literal_is_there_and_keeps_their_order(tmp_path):
+    """RuleSet.classify skips the rules none of whose literals the message contains;
+    on every real example line and routine line of the built-in rules, plus a site rule
+    sharing the Xid rules' literal, it answers as trying every rule in order would."""
+    site = SITE.replace('literal = "gpucheck: GPU "', 'literal = ["gpucheck: GPU ", "NVRM: Xid"]')
+    rules = ruleset(read_rule_files([_site(tmp_path, site)]))
+    messages = [kernel.parse_line(ex.line, ParseContext(path="x")).message
+                if kernel.parse_line(ex.line, ParseContext(path="x")) else ex.line
+                for r in rules.rules for ex in r.examples]
+    messages += [m for r in rules.rules for m in r.not_examples]
+    messages.append(XID_LINE.split("] ", 1)[1].strip())
+
+    def every_rule(message: str, program: str | None):
+        return next((mm for r in rules.rules
+                     if (mm := r.match(message, program)) is not None), None)
+
+    assert len(messages) > 100
+    for program in (None, "kernel", "systemd-networkd"):
+        for m in messages:
+            got, want = rules.classify(m, program), every_rule(m, program)
+            assert (got and (got.rule_id, got.kind, got.device, got.xid, got.attrs)) == (
+                want and (want.rule_id, want.kind, want.device, want.xid, want.attrs)), m
+
+
 def test_rules_check_cli_on_builtin_and_the_example_site_file():
     out = CliRunner().invoke(app, ["rules", "check"])
     assert out.exit_code == 0, out.output

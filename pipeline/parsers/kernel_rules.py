@@ -137,6 +137,9 @@ class RuleSet:
     by_id: dict[str, Rule] = field(init=False, repr=False, compare=False)
     select_pattern: str = field(init=False, repr=False, compare=False)
     needles: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # each distinct literal with the positions of the rules that name it
+    by_needle: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False,
+                                                               compare=False)
 
     def __post_init__(self) -> None:
         by_id: dict[str, Rule] = {}
@@ -150,6 +153,12 @@ class RuleSet:
                            "|".join(f"(?:{r.select})" for r in self.rules))
         object.__setattr__(self, "needles",
                            tuple(dict.fromkeys(nd for r in self.rules for nd in r.needles)))
+        positions: dict[str, list[int]] = {}
+        for i, r in enumerate(self.rules):
+            for nd in r.needles:
+                positions.setdefault(nd, []).append(i)
+        object.__setattr__(self, "by_needle",
+                           tuple((nd, tuple(ix)) for nd, ix in positions.items()))
 
     def classify(self, message: str, program: str | None = None) -> MessageMatch | None:
         """The first rule matching ``message`` (text after the line prefix), or None.
@@ -157,9 +166,15 @@ class RuleSet:
         ``program`` is the syslog tag (``kernel``, ``systemd-networkd``...); None means
         kernel text without a tag (dmesg, kmsg). Non-kernel programs are read only by
         the rules that name them.
+
+        Only the rules one of whose literals the message contains are tried (a rule
+        without one cannot match), in their order: one substring test per distinct
+        literal instead of a Python call per rule (3.3k messages of small x4 made
+        146k ``Rule.match`` calls).
         """
-        for rule in self.rules:
-            mm = rule.match(message, program)
+        tried = {i for nd, ix in self.by_needle if nd in message for i in ix}
+        for i in sorted(tried):
+            mm = self.rules[i].match(message, program)
             if mm is not None:
                 return mm
         return None
