@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faultline.pipeline import forkclient, forkserver
+from faultline.pipeline import forkclient, forkserver, reaper
 from faultline.pipeline.batching import BATCH_SIZE, spread
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
@@ -156,7 +156,7 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
                 and _run_on_server(job, staging, fork_server)):
             return
         with _worker_command(runner, workers, beam_opts, fork_server) as command, \
-                _beam_output_to(staging.local / BEAM_LOG):
+                _beam_output_to(staging.local / BEAM_LOG), reaper.workers_end_on_ctrl_c():
             run_job(job, command)
     except Exception as exc:
         if is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped

@@ -423,6 +423,55 @@ def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path, beam_o
     assert not list(tmp_path.iterdir())
 
 
+# Beam's stock worker, but slow to connect: it sleeps before its imports, as one does on a
+# loaded machine; its command line holds "sdk_worker_main" from the start
+_LATE_WORKER = ("import runpy, time; time.sleep({delay}); "
+                "runpy.run_module('apache_beam.runners.worker.sdk_worker_main', "
+                "run_name='__main__')")
+_LATE_DRIVER = """
+import sys
+from faultline.pipeline import forkclient
+forkclient.STOCK_WORKER = ("-c", {worker!r})
+from faultline.launch import main
+sys.argv = ["faultline", *sys.argv[1:]]
+main()
+"""
+
+
+def test_ctrl_c_before_the_workers_connect_ends_the_run(repo_root, tmp_path):
+    """A Ctrl-C that lands before Beam's workers have connected: the runner's teardown
+    closes only the control channels that are open, then waits for each worker's
+    process, and a worker that connects afterwards is never told to end (the driver
+    hung for ever, CI saw it under load). The driver ends its workers itself once its
+    own teardown has had its grace (``pipeline/reaper.py``): exit 130, nothing left."""
+    worker = _LATE_WORKER.format(delay=8)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LATE_DRIVER.format(worker=worker), "ingest",
+         str(repo_root / "fixtures" / "sample" / "corpus"), "--db", str(tmp_path / "x.duckdb"),
+         "--workers", "2", "--beam-opt", "direct_running_mode=multi_processing"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                workers = _sdk_workers(proc.pid)
+            time.sleep(0.01)
+        assert workers, "no stock worker seen"
+        os.killpg(proc.pid, signal.SIGINT)  # they are asleep: none has connected
+        start = time.monotonic()
+        assert proc.wait(timeout=30) == 130
+        # not by the workers' own end: they would have connected 8 s on, and then waited
+        assert time.monotonic() - start < 8
+        assert wait_gone(workers)
+        assert _session(proc.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("runner", "workers", "beam_opts", "expected"), [
     ("DirectRunner", 2, [], True),
     ("FnApiRunner", 4, [], True),
