@@ -94,12 +94,17 @@ def _boto3_client():
 
 
 def _seconds(last_modified) -> float:
-    """An object's last-modified time as Beam's S3 filesystem gives it, to the whole
-    second: a HEAD's or a GET's header has whole seconds, a listing's may have
-    milliseconds, and a re-run compares one with the other."""
+    """A GET's last-modified time as Beam's S3 filesystem converts it (:func:`_whole`)."""
     from apache_beam.io.aws.s3io import S3IO
 
-    return float(int(S3IO._updated_to_seconds(last_modified)))
+    return _whole(S3IO._updated_to_seconds(last_modified))
+
+
+def _whole(seconds: float) -> float:
+    """An object's time to the whole second: a HEAD's or a GET's header has whole
+    seconds, a listing's may have milliseconds, and a re-run compares one with the
+    other."""
+    return float(int(seconds))
 
 
 # s3:// objects listed by discovery in this process: path -> (size, last-modified).
@@ -112,7 +117,7 @@ def remember_listing(metadata: list) -> None:
     ``FileMetadata``), for the re-run check's :func:`stat_uri` in this process."""
     for m in metadata:
         if m.path.startswith("s3://"):
-            _LISTED[m.path] = (m.size_in_bytes, float(int(m.last_updated_in_seconds)))
+            _LISTED[m.path] = (m.size_in_bytes, _whole(m.last_updated_in_seconds))
 
 
 def open_uri(path: str) -> IO[bytes]:
@@ -136,7 +141,7 @@ def stat_uri(path: str) -> tuple[int, float]:
             status = _s3io()._status(path)
         except Exception as exc:
             raise OSError(f"{path}: {exc}") from exc
-        return status["size"], float(int(status["last_updated"]))
+        return status["size"], _whole(status["last_updated"])
     from apache_beam.io.filesystems import FileSystems
 
     meta = FileSystems.get_filesystem(path).metadata(path)

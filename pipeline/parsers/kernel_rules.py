@@ -151,12 +151,11 @@ class RuleSet:
         object.__setattr__(self, "by_id", by_id)
         object.__setattr__(self, "select_pattern",
                            "|".join(f"(?:{r.select})" for r in self.rules))
-        object.__setattr__(self, "needles",
-                           tuple(dict.fromkeys(nd for r in self.rules for nd in r.needles)))
-        positions: dict[str, list[int]] = {}
+        positions: dict[str, list[int]] = {}  # in the order literals first appear
         for i, r in enumerate(self.rules):
             for nd in r.needles:
                 positions.setdefault(nd, []).append(i)
+        object.__setattr__(self, "needles", tuple(positions))
         object.__setattr__(self, "by_needle",
                            tuple((nd, tuple(ix)) for nd, ix in positions.items()))
 
