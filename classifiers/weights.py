@@ -14,7 +14,12 @@ Format
 One ``<task>.tfidf-lr.npz`` per task: a zip of ``.npy`` arrays, none of them an object
 array, read with ``np.load(allow_pickle=False)`` only, so reading a file can never run
 code. The zip members have a fixed timestamp and order, so a rebuild from the same data
-with the same library versions gives the same bytes (``tests/test_text_weights.py``).
+with the same library versions on the same kind of processor gives the same bytes. On
+another processor the solver's arrays (``coef``, ``intercept``, ``beta``) differ in
+their last digits (BLAS kernels round differently and newton-cg stops at its
+tolerance at a slightly different point); every other member is the same to the bit,
+and the model gives every text the same label (``tests/agreement.py`` has the bounds
+and what was measured; ``tests/test_text_weights.py``).
 
 - ``meta``: a JSON string: format version, task, kind, the training-data hash
   (:func:`training_hash`), the model digest and inputs seal (below), the scikit-learn /
