@@ -49,7 +49,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import polars as pl
 
-from faultline.pipeline.parsers import joblog, jobout, kernel
+from faultline.pipeline.parsers import joblog, jobout, kernel_shapes
 from faultline.pipeline.text import decode, split_lines
 from faultline.pipeline.timeutil import in_range, parse_iso
 
@@ -114,7 +114,7 @@ def keeps_offset(source: str, shape: str | None, compressed: bool, path: str,
 
 def _shape_re(shape: str) -> str:
     """A line of ``shape``, or a blank one, as one polars/Rust pattern."""
-    for name, head, _tail, check in kernel.SHAPES:
+    for name, head, _tail, check in kernel_shapes.SHAPES:
         if name == shape:
             body = re.sub(r"\(\?P<\w+>", "(?:", head + check)
             return rf"(?:{body})|^[ \t\f\v]*$"
@@ -177,7 +177,7 @@ def tail(data: bytes, r: Resume, year: int | None, zone: ZoneInfo) -> Tail | Non
         if not body.endswith(b"\n") and len(lines) > 1:
             # a line still being written: read like any line (a reject, or an event
             # timed from the lines above) unless it has another shape of its own
-            ok[-1] = ok[-1] or not col[-1:].str.contains(kernel.SHAPE_PATTERN)[0]
+            ok[-1] = ok[-1] or not col[-1:].str.contains(kernel_shapes.SHAPE_PATTERN)[0]
         if not ok.all():
             return None
         if r.shape == "rfc3164":
@@ -196,7 +196,7 @@ def _stamp_ok(line: str, zone: ZoneInfo) -> bool:
     return got is not None and in_range(got[0])
 
 
-_MON_RE = re.compile(kernel._RFC3164_MON)
+_MON_RE = re.compile(kernel_shapes._RFC3164_MON)
 
 
 def _year_at(before: bytes, window: list[str], year: int) -> int | None:
@@ -208,7 +208,7 @@ def _year_at(before: bytes, window: list[str], year: int) -> int | None:
     if first is None:
         return year
     months = (pl.Series(split_lines(decode(before)), dtype=pl.String)
-              .str.extract(kernel._RFC3164_MON, 1)
+              .str.extract(kernel_shapes._RFC3164_MON, 1)
               .replace_strict(MONTHS, default=0, return_dtype=pl.Int32)
               .to_numpy())
     nums = np.append(months[months > 0], first).astype(np.int32)
@@ -216,7 +216,7 @@ def _year_at(before: bytes, window: list[str], year: int) -> int | None:
     return year + int(np.sum(d <= -6) - np.sum(d >= 6))
 
 
-MONTHS = kernel.MONTHS
+MONTHS = kernel_shapes.MONTHS
 
 
 def shift(events: list, rejects: list, first: int, restart: int

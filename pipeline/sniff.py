@@ -25,7 +25,7 @@ from faultline.pipeline.parsers import (
     slurmd,
     structured,
 )
-from faultline.pipeline.parsers.kernel import SHAPE_PATTERN
+from faultline.pipeline.parsers.kernel_shapes import SHAPE_PATTERN
 
 SAMPLE_LINES = 40
 MIN_SHARE = 0.5

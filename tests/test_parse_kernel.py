@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faultline.pipeline import pci
-from faultline.pipeline.parsers import kernel, kernel_messages
+from faultline.pipeline.parsers import kernel, kernel_columns, kernel_messages, kernel_shapes
 from faultline.pipeline.records import FileParse, ParseContext
 from faultline.pipeline.text import count_lines, decode
 from faultline.schemas.event_kinds import EVENT_KINDS
@@ -27,9 +27,9 @@ def ctx(**kw) -> ParseContext:
 
 def parse_both(text: str, c: ParseContext, monkeypatch) -> FileParse:
     """Parse through the small-file (Python) path and the polars path; they must agree."""
-    monkeypatch.setattr(kernel, "_SMALL_FILE", 10**9)
+    monkeypatch.setattr(kernel_columns, "_SMALL_FILE", 10**9)
     small = kernel.parse(text, c)
-    monkeypatch.setattr(kernel, "_SMALL_FILE", 0)
+    monkeypatch.setattr(kernel_columns, "_SMALL_FILE", 0)
     big = kernel.parse(text, c)
     assert small == big
     check_accounting(big)
@@ -843,9 +843,9 @@ def test_years_only_for_files_that_read_them_same_rows_as_alone(monkeypatch):
     by a pass of its own, small files by one pass over the batch, an RFC 3339 file not
     at all; every file's result is the one it gets parsed alone."""
     passes: list[int] = []
-    months = kernel._months
-    monkeypatch.setattr(kernel, "_months", lambda s: passes.append(len(s)) or months(s))
-    big = _rfc3164_log(kernel._OWN_MONTHS_PASS)
+    months = kernel_columns._months
+    monkeypatch.setattr(kernel_columns, "_months", lambda s: passes.append(len(s)) or months(s))
+    big = _rfc3164_log(kernel_columns._OWN_MONTHS_PASS)
     files = [(_rfc3339_log(), ctx(path="hosts/node0043/kern.log", host="node0043")),
              (big, ctx(year=2023)), (_rfc3164_log(300), ctx(year=2023)),
              (_rfc3339_log(), ctx(path="hosts/node0044/kern.log", host="node0043"))]
@@ -880,9 +880,9 @@ def test_dominant_shape_same_in_a_batch_as_alone(lines, shape, monkeypatch):
     """The shape sample (the first lines' shapes, in first-line order) is counted by
     polars over a batch and by Python for a file alone: the same ``files.shape``."""
     files = [(lines, ctx()), ([_SYSLOG3164] * 5, ctx()), (lines[::-1], ctx())]
-    monkeypatch.setattr(kernel, "_SMALL_FILE", 0)
+    monkeypatch.setattr(kernel_columns, "_SMALL_FILE", 0)
     batch = kernel.parse_many(files)
-    monkeypatch.setattr(kernel, "_SMALL_FILE", 10**9)
+    monkeypatch.setattr(kernel_columns, "_SMALL_FILE", 10**9)
     alone = [kernel.parse_lines(ln, c) for ln, c in files]
     assert batch == alone
     assert batch[0].shape == shape
@@ -914,9 +914,9 @@ def test_months_are_the_month_group_of_the_pattern(shared_dir):
     pattern's group reads, on every line: real ones of several shapes, and the edges."""
     series = pl.Series("line", _real_months_lines(shared_dir / "peer-data"),
                        dtype=pl.String)
-    want = (series.str.extract(kernel._RFC3164_MON, 1)
-            .replace_strict(kernel.MONTHS, default=0, return_dtype=pl.Int8).to_numpy())
-    got = kernel._months(series)
+    want = (series.str.extract(kernel_shapes._RFC3164_MON, 1)
+            .replace_strict(kernel_shapes.MONTHS, default=0, return_dtype=pl.Int8).to_numpy())
+    got = kernel_columns._months(series)
     assert got.dtype == want.dtype
     assert (got == want).all()
     assert 0 < (want > 0).sum() < len(want)  # both kinds of line are there

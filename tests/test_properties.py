@@ -49,6 +49,7 @@ from faultline.pipeline.parsers import (
     inventory,
     joblog,
     kernel,
+    kernel_columns,
     kernel_messages,
     sacct,
     sel,
@@ -221,7 +222,7 @@ def engine(path: str) -> Iterator[None]:
     """Force the Python (``"python"``) or the polars (``"polars"``) selection path."""
     with pytest.MonkeyPatch.context() as mp:
         small = 10**9 if path == "python" else 0
-        mp.setattr(kernel, "_SMALL_FILE", small)
+        mp.setattr(kernel_columns, "_SMALL_FILE", small)
         mp.setattr(joblog, "SMALL_FILE_LINES", small)
         yield
 

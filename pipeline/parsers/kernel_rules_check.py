@@ -28,6 +28,7 @@ from faultline.pipeline.parsers.kernel_rules import (
     read_rule_files,
     ruleset,
 )
+from faultline.pipeline.parsers.kernel_shapes import parse_line
 from faultline.pipeline.records import ParseContext
 
 _CTX = ParseContext(path="<rules check>")
@@ -53,8 +54,6 @@ def read_line(rs: RuleSet, line: str, program: str | None = None
     mm = rs.classify(line, program)
     if mm is not None:
         return mm, line
-    from faultline.pipeline.parsers.kernel import parse_line  # kernel imports the rules
-
     kl = parse_line(line, _CTX)
     if kl is None or kl.message == line:
         return None, line
