@@ -15,6 +15,22 @@ import math
 BATCH_SIZE = 1024
 
 
+def even_size(n: int, most: int = BATCH_SIZE, workers: int = 1) -> int:
+    """The batch size that cuts ``n`` paths into batches of at most ``most``, as equal
+    as they come and as many as a multiple of ``workers``.
+
+    The local runner deals the batches to its workers round-robin up front (see
+    :func:`spread`), so the parse ends when the worker with the most paths ends: cut
+    at ``most`` each, small x4's 11,864 files made eleven batches of 1,024 and one of
+    600, and a listing of 13 batches on two workers gave one of them a whole batch
+    more. Here 12 batches of 989 (the last 985), and 14 of 893 for 12,500 files."""
+    if n <= 0:
+        return most
+    count = -(-n // most)
+    count = -(-count // max(1, workers)) * max(1, workers)
+    return max(1, -(-n // count))
+
+
 def spread(paths: list) -> list:
     """``paths`` in a golden-ratio stride order: item ``i`` is ``paths[i * s % n]``
     with ``s`` about ``n / phi`` and prime to ``n``, so every run of consecutive items

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faultline.pipeline import forkclient, forkserver, reaper
-from faultline.pipeline.batching import BATCH_SIZE, spread
+from faultline.pipeline.batching import BATCH_SIZE, even_size, spread
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.workers import LOCAL_RUNNERS
@@ -146,7 +146,8 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
     """The Beam pipeline: paths -> Parquet shards under ``staging.uri``; run by a
     process of ``fork_server``'s when it can (module doc), else here."""
     listing = staging.write_listing(spread(list(paths)))
-    job = Job(listing, settings, staging.uri, runner, workers, tuple(beam_opts), batch_size)
+    size = even_size(len(paths), batch_size, workers)
+    job = Job(listing, settings, staging.uri, runner, workers, tuple(beam_opts), size)
     done = _progress_from_shards(staging.local, len(paths), progress)
     try:
         # a server still importing is waited for (its clients would wait too); one that

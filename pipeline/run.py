@@ -46,15 +46,9 @@ from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.sniff import path_hints
 from faultline.pipeline.staging import Staging
 from faultline.pipeline.tzevidence import decide_zone
-from faultline.pipeline.workers import LOCAL_RUNNERS, corpus_weight, cpus
+from faultline.pipeline.workers import LOCAL_RUNNERS, PARALLEL_BYTES, corpus_weight, cpus
 from faultline.pipeline.workers import resolve as resolve_workers
 from faultline.schemas.ddl import SchemaMismatch
-
-# A host whose job logs start this much earlier or later than the other hosts' (median
-# over at least SKEW_MIN_JOBS jobs) has a clock of its own; its events may fall outside
-# the windows their interruptions are built from. Start-up varies by seconds.
-SKEW_WARN_S = 300
-SKEW_MIN_JOBS = 3
 
 
 class IngestError(Exception):
@@ -295,6 +289,8 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             staging.clear()
             phases["discover"] = time.perf_counter() - t0
             phase("parse")
+            # weighed once for both decisions it makes: the workers and DuckDB's threads
+            weight = corpus_weight(paths, limit=WEIGHED_UP_TO) if todo else 0
             if todo:
                 assert settings is not None
                 if dask_workers:
@@ -304,7 +300,8 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                     except beamrun.ParseFailed as exc:
                         raise IngestError(str(exc)) from exc
                 else:
-                    n_workers = resolve_workers(workers, runner, todo)
+                    n_workers = resolve_workers(workers, runner, todo,
+                                                weight if _reads_all(todo, paths) else None)
                     if n_workers <= 1 and fork_server is not None:
                         fork_server.stop()  # its imports would only take the other core
                     try:
@@ -327,7 +324,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             phases["parse"] = time.perf_counter() - t0 - sum(phases.values())
             parsed_any = bool(todo)
             if parsed_any:
-                _duckdb_threads(con, paths)  # a setting, not data: before the transaction
+                _duckdb_threads(con, weight)  # a setting, not data: before the transaction
             _drop_listing(paths, todo)
             with fdb.transaction(con):
                 phase("load")
@@ -344,6 +341,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
                     n = ingest_state.stored_count(con, stored_run)
                 else:
                     n = interruptions.rebuild(con, run=stored_run)
+                    ingest_state.keep_skewed_clocks(con)
                 ingest_state.record(con, key, parsed_with, zone_note, zone_warning,
                                     decided_by)
                 if sealed is not None:
@@ -386,9 +384,18 @@ COLLECT_AFTER_PATHS = 100_000  # listings at least this long are collected after
 # Below this many bytes of corpus (corpus_weight) the load and the root causes run on
 # one DuckDB thread (see _duckdb_threads).
 ONE_DUCKDB_THREAD_BYTES = 400_000_000
+# the corpus is weighed up to the larger of the two thresholds it is compared with
+WEIGHED_UP_TO = max(ONE_DUCKDB_THREAD_BYTES, PARALLEL_BYTES)
 
 
-def _duckdb_threads(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
+def _reads_all(todo: Listing, paths: list[str]) -> bool:
+    """Whether this run reads every file of the corpus (a first ingest): the corpus's
+    weight is then the parse's too, and is not summed twice (a ``stat`` per file,
+    0.05 s on small x4's 12k files, on the driver before the parse)."""
+    return sum(not isinstance(t, list) for t in todo) == len(paths)
+
+
+def _duckdb_threads(con: duckdb.DuckDBPyConnection, weight: int) -> None:
     """One DuckDB thread for a small corpus's load and root causes.
 
     With two threads, DuckDB's parallel insert of the events shards writes its row
@@ -400,8 +407,10 @@ def _duckdb_threads(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
     on one (43 MB), the whole command 0.5-1 CPU s cheaper and no slower in wall time.
     The tables are the same (row order aside, which no table promises;
     ``tests/test_duckdb_threads.py``). Above the threshold the second thread's share
-    of the load's queries is left as it was (not measured here)."""
-    if corpus_weight(paths, limit=ONE_DUCKDB_THREAD_BYTES) < ONE_DUCKDB_THREAD_BYTES:
+    of the load's queries is left as it was (not measured here). ``weight`` is the
+    whole corpus's (:func:`~faultline.pipeline.workers.corpus_weight`), stored files
+    included: the root causes are rebuilt over all of them."""
+    if weight < ONE_DUCKDB_THREAD_BYTES:
         con.execute("SET threads = 1")
 
 
@@ -516,10 +525,7 @@ def _summary(con, seconds: float) -> IngestSummary:
                (SELECT count(*) FROM events), (SELECT count(*) FROM rejects),
                (SELECT count(*) FROM files WHERE problem IS NOT NULL)
     """).fetchall()
-    skewed = con.execute(
-        "SELECT host, skew_seconds, jobs FROM host_clock_offsets "
-        "WHERE abs(skew_seconds) > ? AND jobs >= ? ORDER BY abs(skew_seconds) DESC, host",
-        [SKEW_WARN_S, SKEW_MIN_JOBS]).fetchall()
+    skewed = ingest_state.skewed_clocks(con)
     by_run = runs.interruption_counts(con)
     return IngestSummary(files, int(lines), events, rejects, sum(n for _r, n in by_run),
                          seconds, 0, problems=problems, skewed_clocks=skewed, by_run=by_run)

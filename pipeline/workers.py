@@ -91,14 +91,17 @@ def corpus_weight(paths: Iterable[str | list[str]], limit: float = float("inf"))
 
 
 def default_workers(paths: Iterable[str | list[str]], threshold: int | None = None,
-                    cores: int | None = None) -> int:
+                    cores: int | None = None, weight: int | None = None) -> int:
     """1 below ``threshold`` (default :data:`PARALLEL_BYTES`) bytes to read, every core
-    at or above it."""
+    at or above it. ``weight``: the paths' :func:`corpus_weight`, if the caller has it
+    (summed up to ``threshold`` at least)."""
     threshold = PARALLEL_BYTES if threshold is None else threshold
     cores = cpus() if cores is None else cores
     if cores <= 1:
         return 1
-    return cores if corpus_weight(paths, limit=threshold) >= threshold else 1
+    if weight is None:
+        weight = corpus_weight(paths, limit=threshold)
+    return cores if weight >= threshold else 1
 
 
 def walk(roots: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
@@ -125,9 +128,11 @@ def likely(workers: int | None, roots: Iterable[str | os.PathLike[str]]) -> int:
     return workers if workers is not None else default_workers(walk(roots))
 
 
-def resolve(workers: int | None, runner: str, paths: Iterable[str | list[str]]) -> int:
-    """``workers`` if given; else :func:`default_workers` on a local runner, and 1 on a
-    remote one (Dataflow, Flink, Spark size themselves through ``--beam-opt``)."""
+def resolve(workers: int | None, runner: str, paths: Iterable[str | list[str]],
+            weight: int | None = None) -> int:
+    """``workers`` if given; else :func:`default_workers` on a local runner (``weight``:
+    the paths' weight if known), and 1 on a remote one (Dataflow, Flink, Spark size
+    themselves through ``--beam-opt``)."""
     if workers is not None:
         return workers
-    return default_workers(paths) if runner in LOCAL_RUNNERS else 1
+    return default_workers(paths, weight=weight) if runner in LOCAL_RUNNERS else 1

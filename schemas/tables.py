@@ -487,10 +487,23 @@ SEALED_DIRS = Table(
     ),
 )
 
+SKEWED_CLOCKS = Table(
+    name="skewed_clocks",
+    row="host whose clock the last root-cause rebuild found off the cluster's (the "
+        "hosts ingest warns about)",
+    key=("host",),
+    columns=(
+        Column("host", S, "Host: a row of host_clock_offsets whose skew is beyond 300 s, "
+               "over at least 3 jobs."),
+        Column("skew_seconds", F64, "host_clock_offsets.skew_seconds then."),
+        Column("jobs", I64, "host_clock_offsets.jobs then.", minimum=1),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     FILES, EVENTS, REJECTS, ATTEMPTS, INTERRUPTIONS, INTERRUPTION_EVIDENCE, COMPONENTS,
     XID_CATALOG, TEXT_PREDICTIONS, OVERRIDES, COLLECTIVE_HANGS, FILE_OFFSETS,
-    INGEST_STATE, SEALED_DIRS,
+    INGEST_STATE, SEALED_DIRS, SKEWED_CLOCKS,
 )
 
 

@@ -70,3 +70,29 @@ def test_agreeing_clocks_give_no_warning(ingested_sample):
         skews = [s for (s,) in con.execute(
             "SELECT skew_seconds FROM host_clock_offsets").fetchall()]
     assert len(skews) >= 16 and max(abs(s) for s in skews) < 60
+
+
+def test_a_rerun_with_nothing_new_warns_from_the_kept_rows(skewed_db, monkeypatch):
+    """The warning is kept with the rebuild (``skewed_clocks``): a re-run that parses
+    nothing and skips the rebuild says it again without reading the view, which on
+    ``llama3`` scans 17M events (pipeline/ingest_state.py)."""
+    db, first = skewed_db
+    with duckdb.connect(str(db), read_only=True) as con:
+        kept = con.execute("SELECT host, jobs FROM skewed_clocks").fetchall()
+    assert [h for h, _ in kept] == ["node0005"] and kept[0][1] >= 3
+    real = duckdb.DuckDBPyConnection.execute
+    views: list[str] = []
+
+    def execute(self, sql, *args):
+        if "FROM host_clock_offsets" in sql:
+            views.append(sql)
+        return real(self, sql, *args)
+
+    monkeypatch.setattr(duckdb.DuckDBPyConnection, "execute", execute)
+    corpus = db.parent / "corpus"
+    again = CliRunner().invoke(app, ["ingest", str(corpus), "--db", str(db)])
+    assert again.exit_code == 0, again.output
+    assert "(0 new or changed)" in again.output
+    assert not views
+    said = [ln for ln in again.output.splitlines() if "clock runs" in ln]
+    assert said == [ln for ln in first.splitlines() if "clock runs" in ln]

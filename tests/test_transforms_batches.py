@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from faultline.pipeline import transforms
+from faultline.pipeline.batching import even_size
 from faultline.pipeline.fileparse import parse_batch
 from faultline.pipeline.settings import IngestSettings
 from faultline.pipeline.transforms import batch_key, parse_parts, spread
@@ -23,6 +24,24 @@ def test_spread_is_a_permutation(n):
     out = spread(paths)
     assert sorted(out) == paths
     assert spread(list(paths)) == out  # deterministic
+
+
+@pytest.mark.parametrize(("n", "most", "workers", "sizes"), [
+    (11_864, 1024, 2, [989] * 11 + [985]),  # small x4: was 11 x 1,024 + 600
+    (12_500, 1024, 2, [893] * 13 + [891]),  # 13 batches at 1,024: a whole one more
+    (100, 1024, 2, [50, 50]),  # a small listing still keeps both workers busy
+    (1024, 1024, 1, [1024]),
+    (3, 1024, 4, [1, 1, 1]),  # fewer paths than workers: one each
+    (950_658, 1024, 2, [1023] * 929 + [291]),  # llama3: the batch size it was, near enough
+])
+def test_even_batches_share_the_listing_between_the_workers(n, most, workers, sizes):
+    """The local runner deals batches to its workers round-robin up front: batches of
+    equal size, as many as a multiple of the workers, end the workers together."""
+    size = even_size(n, most, workers)
+    assert size <= most
+    got = [min(size, n - i) for i in range(0, n, size)]
+    assert got == sizes
+    assert sum(got) == n
 
 
 @pytest.mark.parametrize("offset", [0, 1, 100, 255])
