@@ -26,9 +26,9 @@ def even_size(n: int, most: int = BATCH_SIZE, workers: int = 1) -> int:
     more. Here 12 batches of 989 (the last 985), and 14 of 893 for 12,500 files."""
     if n <= 0:
         return most
-    count = -(-n // most)
-    count = -(-count // max(1, workers)) * max(1, workers)
-    return max(1, -(-n // count))
+    workers = max(1, workers)
+    count = math.ceil(math.ceil(n / most) / workers) * workers
+    return max(1, math.ceil(n / count))
 
 
 def spread(paths: list) -> list:

@@ -493,8 +493,9 @@ SKEWED_CLOCKS = Table(
         "hosts ingest warns about)",
     key=("host",),
     columns=(
-        Column("host", S, "Host: a row of host_clock_offsets whose skew is beyond 300 s, "
-               "over at least 3 jobs."),
+        Column("host", S, "Host: a row of host_clock_offsets whose skew and jobs pass "
+               "ingest's warning thresholds (pipeline/ingest_state.py: SKEW_WARN_S, "
+               "SKEW_MIN_JOBS)."),
         Column("skew_seconds", F64, "host_clock_offsets.skew_seconds then."),
         Column("jobs", I64, "host_clock_offsets.jobs then.", minimum=1),
     ),
