@@ -162,6 +162,27 @@ def test_lanes_are_used_and_agree_in_a_batch_of_many_files():
                                                "nccl_watchdog_progress"]
 
 
+def test_lanes_without_lines_leave_the_frame_as_one_with_every_lane_would_be():
+    """A lane whose anchor no line holds is skipped (most batches hold two or three
+    lanes' lines); the frame keeps its columns and types whichever lanes had lines,
+    and a batch whose candidates no lane takes gives the empty frame."""
+    other = f"{T0} [rank3]:RuntimeError: NCCL error: unhandled system error"
+    def frame(lines):
+        batch = LineBatch([lines])
+        hits = batch.series.str.contains(joblog.CANDIDATE_RE).arg_true().to_numpy()
+        assert len(hits)
+        return joblog_lanes.lane_frame(batch, hits, joblog._RULE_CHECKS, np.array([True]),
+                                       np.array([True]))
+    full = frame([*ROUTINE, BOOT, WATCH, PROG, CANCEL, ELASTIC])
+    assert full["kind"].to_list() == ["nccl_bootstrap", "nccl_watchdog",
+                                      "nccl_watchdog_progress", "job_cancelled",
+                                      "process_exit"]
+    for lines in ([*ROUTINE, BOOT], [*ROUTINE, CANCEL, other], [*ROUTINE, other]):
+        got = frame(lines)
+        assert got.schema == full.schema and got.columns == list(joblog_lanes.FRAME_COLUMNS)
+        assert got.height == sum(ln in (BOOT, CANCEL) for ln in lines)
+
+
 @pytest.mark.parametrize("ctx", [
     ParseContext(path="jobs/81234/unknown.log", job_id="81234"),  # no host of its own
     CTX,
