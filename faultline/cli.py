@@ -10,34 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import inspect
 import logging
 import os
-import time
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
-from zoneinfo import ZoneInfoNotFoundError
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from faultline.console import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, err
+from faultline.console import progress as _progress
+from faultline.ctrl_c import exit_130_on_ctrl_c
 from faultline.launch import DEFAULT_RUNNER  # the early server reads --runner the same way
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
 def _unwrap(doc: str | None) -> str | None:
@@ -86,7 +74,7 @@ class _Group(TyperGroup):
                 command.__class__ = _Command  # same object, help rendered as above
             command.help = _unwrap(command.help)
             if command.callback is not None:
-                command.callback = _exit_130_on_ctrl_c(name, command.callback)
+                command.callback = exit_130_on_ctrl_c(name, command.callback)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_params(super().get_params(ctx))
@@ -103,7 +91,6 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
-err = Console(stderr=True, soft_wrap=True)
 
 
 class OutputFormat(StrEnum):
@@ -115,14 +102,6 @@ class OutputFormat(StrEnum):
 
 class Published(StrEnum):
     llama3 = "llama3"
-
-
-def _progress(*, transient: bool = True) -> Progress:
-    """A progress bar on stderr (hidden when stderr is not a terminal)."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TaskProgressColumn(), TextColumn("{task.fields[detail]}"),
-                    TimeElapsedColumn(), console=err, transient=transient,
-                    disable=not err.is_terminal)
 
 
 def _open_read(db: Path):
@@ -272,17 +251,20 @@ def _ingest_command(corpus: list[str], db: Path, tz: str | None, year: int | Non
                     beam_opt: list[str] | None, shards: str | None,
                     rules: list[Path] | None, host_from_path: str | None,
                     json_fields: str | None, server: Any) -> None:
-    """The body of ``ingest`` (checks, then :func:`_ingest`) once its fork server runs."""
+    """The body of ``ingest`` (checks, then :func:`faultline.ingest_cli.run`) once its
+    fork server runs."""
+    from faultline import ingest_cli
+
     if overrides is not None and not overrides.is_file():
         err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
     fields = _source_options("ingest", json_fields, host_from_path)
     site_rules = _site_rules(rules or [])
     roots: list[Path | str] = [c if "://" in c else Path(c) for c in corpus]
-    _ingest(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
-            dask_address=dask_address,
-            workers=workers, beam_opts=beam_opt or [], shards=shards, rules=site_rules,
-            host_from_path=host_from_path, json_fields=fields, fork_server=server)
+    ingest_cli.run(roots, db, tz=tz, year=year, run=run, overrides=overrides, runner=runner,
+                   dask_address=dask_address, workers=workers, beam_opts=beam_opt or [],
+                   shards=shards, rules=site_rules, host_from_path=host_from_path,
+                   json_fields=fields, fork_server=server)
 
 def _source_options(command: str, json_fields: str | None,
                     host_from_path: str | None) -> tuple[tuple[str, str], ...]:
@@ -341,157 +323,6 @@ def rules_check(
                f"{report.not_examples} not-examples: "
                + ("ok" if report.ok else f"{len(report.problems)} problems"))
     raise typer.Exit(EXIT_OK if report.ok else EXIT_PROBLEMS)
-
-
-INTERRUPTED = "interrupted; nothing was written; run again to finish"
-EXIT_INTERRUPTED = 130
-# Test hook: the ingest pauses (sleeps) as the named phase starts, so a test can send
-# SIGINT inside that phase (tests/test_interrupt.py). Unset, it changes nothing.
-PAUSE_ENV = "FAULTLINE_TEST_PAUSE_AT"
-_PHASE_LABELS = {"discover": "discover: finding files", "parse": "parse: reading files",
-                 "load": "load: writing DuckDB", "root causes": "root causes: deciding"}
-
-
-# What Ctrl-C leaves behind, where it is not "nothing" (see _exit_130_on_ctrl_c).
-_INTERRUPTED_LEAVES = {
-    "simulate": "interrupted; the corpus under --out is incomplete; run again to write it",
-    "demo": "interrupted; run faultline demo again to finish",
-    "watch": "stopped; the database holds every finished cycle (the one under way was "
-             "rolled back)",
-}
-
-
-def _query_interrupted(exc: BaseException) -> bool:
-    """A Ctrl-C that came during a DuckDB query: DuckDB's Python client interrupts the
-    query and raises ``RuntimeError("Query interrupted")`` in place of the
-    ``KeyboardInterrupt`` (duckdb 2.0.1; ``InterruptException`` is its own error for
-    an interrupt from ``con.interrupt()``). Seen as exit 1 and a traceback when Ctrl-C
-    came during ingest's load. Told by type, module and text, so the CLI's import needs
-    no DuckDB."""
-    if isinstance(exc, RuntimeError) and str(exc) == "Query interrupted":
-        return True
-    # DuckDB's own errors: its interrupt, and a KeyboardInterrupt raised in the Python
-    # a query called (seen: "Python Object ... registered as 'memo_rows' failed:
-    # KeyboardInterrupt", a Ctrl-C as the root causes registered an Arrow table)
-    return type(exc).__module__.lstrip("_") == "duckdb" and (
-        type(exc).__name__ == "InterruptException" or "KeyboardInterrupt" in str(exc))
-
-
-def _is_ctrl_c(exc: BaseException) -> bool:
-    """``KeyboardInterrupt``, or the error of a DuckDB query a Ctrl-C interrupted."""
-    return isinstance(exc, KeyboardInterrupt) or _query_interrupted(exc)
-
-
-def _exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """Every command: Ctrl-C is one line and exit 130, not click's "Aborted!" and 1,
-    nor the traceback of the DuckDB query it interrupted (:func:`_query_interrupted`).
-    (``ingest`` says it itself: it knows that nothing was written.)"""
-
-    def interrupted() -> typer.Exit:
-        err.print(f"[bold red]faultline {name}:[/] "
-                  f"{_INTERRUPTED_LEAVES.get(name, 'interrupted')}")
-        return typer.Exit(EXIT_INTERRUPTED)
-
-    @functools.wraps(callback)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return callback(*args, **kwargs)
-        except BaseException as exc:
-            if _is_ctrl_c(exc):
-                raise interrupted() from None
-            raise
-
-    return guarded
-
-
-def _interrupted(command: str) -> typer.Exit:
-    """Ctrl-C: one line and exit 130 (the INTERFACE's code), never a traceback."""
-    err.print(f"[bold red]faultline {command}:[/] {INTERRUPTED}")
-    return typer.Exit(EXIT_INTERRUPTED)
-
-
-def _phase_bars(bar: Progress) -> tuple[Callable[[str], None], Callable[[int, int], None],
-                                         Callable[[], None]]:
-    """Callbacks that keep one bar per ingest phase: a phase's bar is completed (100%)
-    when the next phase starts, and the last one when ``finish`` is called."""
-    tasks: dict[str, TaskID] = {}
-    pause = os.environ.get(PAUSE_ENV)
-
-    def finish() -> None:
-        for task in tasks.values():
-            t = bar.tasks[task]
-            total = t.total or 1
-            bar.update(task, total=total, completed=total)
-
-    def on_phase(name: str) -> None:
-        finish()
-        tasks[name] = bar.add_task(_PHASE_LABELS.get(name, name), total=None, detail="")
-        if pause == name:
-            os.write(2, f"faultline: paused at {name}\n".encode())  # past rich's buffers
-            time.sleep(600)
-
-    def on_progress(done: int, total: int) -> None:
-        task = tasks.get("parse")
-        if task is not None:
-            bar.update(task, completed=done, total=max(total, 1),
-                       detail=f"{done}/{total} files")
-
-    return on_phase, on_progress, finish
-
-
-def _ingest(corpus: list[Path | str], db: Path, **kw) -> None:
-    """Ingest with one progress bar per phase and print the summary line."""
-    try:
-        from faultline.classifiers.weights import WeightsError
-        from faultline.pipeline.run import IngestError
-        from faultline.pipeline.run import ingest as run_ingest
-
-        # the imported modules' objects live as long as the process: no collection
-        # need walk them (0.2-0.35 CPU s of a first ingest's collections, measured)
-        gc.freeze()
-        with _progress(transient=False) as bar:
-            on_phase, on_progress, finish = _phase_bars(bar)
-            summary = run_ingest(corpus, db, **kw, progress=on_progress, on_phase=on_phase)
-            finish()
-    except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
-        # WeightsError: the shipped text-model weights are missing or stale (unreadable
-        # input of faultline's own); nothing is written, the message says how to rebuild
-        err.print(f"[bold red]faultline ingest:[/] {escape(_plain_error(exc))}")
-        raise typer.Exit(EXIT_USAGE) from exc
-    except BaseException as exc:  # checked after the errors above: a Ctrl-C during a
-        if _is_ctrl_c(exc):  # query is a RuntimeError, and so is a WeightsError
-            raise _interrupted("ingest") from None
-        raise
-    typer.echo(summary.line())
-    if summary.zone_warning:
-        err.print(f"[yellow]warning:[/] {escape(summary.zone_warning)}")
-    if (runs_line := summary.runs_line()) is not None:
-        typer.echo(runs_line)
-    if summary.overrides_changed:
-        err.print(f"{summary.overrides_changed} overrides added or changed from the file; "
-                  "they are kept until faultline overrides remove")
-    if summary.overrides_unknown:
-        err.print(f"[yellow]warning:[/] {len(summary.overrides_unknown)} overrides name no "
-                  "interruption (kept; see faultline overrides list): "
-                  + ", ".join(summary.overrides_unknown[:10])
-                  + (" ..." if len(summary.overrides_unknown) > 10 else ""))
-    if summary.problems:
-        err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
-                  "or were not followed; files.problem says why for each")
-    for host, skew, jobs in summary.skewed_clocks:
-        err.print(f"[yellow]warning:[/] {host}'s clock runs {abs(skew) / 3600:.1f} h "
-                  f"{'ahead of' if skew > 0 else 'behind'} the other hosts' (its job logs "
-                  f"against Slurm's start times, {jobs} jobs): its events may fall outside "
-                  "their interruptions; see the host_clock_offsets view")
-
-
-def _plain_error(exc: BaseException) -> str:
-    """An error's message without library wording: pydantic's "Value error, " prefix
-    and "For further information visit ..." trailer, its "1 validation error for X"
-    header; what is left is the sentence faultline wrote."""
-    lines = [ln.strip() for ln in str(exc).splitlines()
-             if ln.strip() and not ln.strip().startswith("For further information")]
-    return " ".join(ln.removeprefix("Value error, ") for ln in lines)
 
 
 @app.command()
@@ -690,6 +521,7 @@ def simulate(
 def demo() -> None:
     """Ingest the bundled sample corpus into ./faultline-demo.duckdb, print the
     breakdown beside the published Llama 3 table and write ./faultline-demo.html."""
+    from faultline import ingest_cli
     from faultline import report as rep
     from faultline.fixtures import fixtures_dir
     from faultline.html_report import write_html
@@ -698,7 +530,7 @@ def demo() -> None:
     db = Path.cwd() / "faultline-demo.duckdb"
     typer.echo("faultline demo: ingesting the bundled sample corpus into "
                "./faultline-demo.duckdb")
-    _ingest([corpus], db)
+    ingest_cli.run([corpus], db)
     from faultline import db as fdb
 
     with fdb.connect(db, read_only=True) as con:

@@ -16,16 +16,9 @@ from zoneinfo import ZoneInfoNotFoundError
 import typer
 from rich.markup import escape
 
-from faultline.cli import (
-    EXIT_USAGE,
-    PAUSE_ENV,
-    DbOption,
-    _plain_error,
-    _site_rules,
-    _source_options,
-    _zone_option,
-    err,
-)
+from faultline.cli import DbOption, _site_rules, _source_options, _zone_option
+from faultline.console import EXIT_USAGE, err
+from faultline.ingest_cli import PAUSE_ENV, plain_error
 
 
 class WatchFormat(StrEnum):
@@ -103,5 +96,5 @@ def watch(
     try:
         watcher.run(interval, status, cycles)
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
-        err.print(f"[bold red]faultline watch:[/] {escape(_plain_error(exc))}")
+        err.print(f"[bold red]faultline watch:[/] {escape(plain_error(exc))}")
         raise typer.Exit(EXIT_USAGE) from exc

@@ -23,7 +23,7 @@ import duckdb
 import pytest
 from procs import children, wait_gone
 
-from faultline.cli import PAUSE_ENV
+from faultline.ingest_cli import PAUSE_ENV
 from faultline.pipeline import forkclient, forkserver
 from faultline.pipeline import workers as workers_module
 from faultline.pipeline.beamrun import beam_options

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from faultline.cli import INTERRUPTED, PAUSE_ENV
+from faultline.ingest_cli import INTERRUPTED, PAUSE_ENV
 from faultline.pipeline.run import PHASES
 
 LINE = f"faultline ingest: {INTERRUPTED}"
@@ -115,7 +115,7 @@ def test_a_ctrl_c_during_a_duckdb_query_is_told_from_other_errors(tmp_path):
     (duckdb 2.0.1); the CLI tells it from other errors."""
     import threading
 
-    from faultline import cli
+    from faultline import ctrl_c
 
     con = duckdb.connect(str(tmp_path / "q.duckdb"))
     con.execute("SET threads = 1")
@@ -128,14 +128,14 @@ def test_a_ctrl_c_during_a_duckdb_query_is_told_from_other_errors(tmp_path):
     finally:
         timer.cancel()
         con.close()
-    assert isinstance(got.value, KeyboardInterrupt) or cli._query_interrupted(got.value)
-    assert not cli._query_interrupted(RuntimeError("Query failed"))
-    assert not cli._query_interrupted(ValueError("Query interrupted"))
+    assert isinstance(got.value, KeyboardInterrupt) or ctrl_c.query_interrupted(got.value)
+    assert not ctrl_c.query_interrupted(RuntimeError("Query failed"))
+    assert not ctrl_c.query_interrupted(ValueError("Query interrupted"))
     # a KeyboardInterrupt raised in Python a query called, as DuckDB reports it
-    assert cli._query_interrupted(duckdb.InvalidInputException(
+    assert ctrl_c.query_interrupted(duckdb.InvalidInputException(
         "Python Object \"t\" of type \"Table\" registered as 'memo_rows' failed: "
         "KeyboardInterrupt: "))
-    assert not cli._query_interrupted(duckdb.InvalidInputException("registered as 'x' failed"))
+    assert not ctrl_c.query_interrupted(duckdb.InvalidInputException("registered as 'x' failed"))
 
 
 @pytest.mark.parametrize("command", [["ingest", "CORPUS", "--db", "DB"], ["report", "--db", "DB"]])

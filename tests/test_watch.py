@@ -22,7 +22,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from faultline.cli import PAUSE_ENV
+from faultline.ingest_cli import PAUSE_ENV
 from faultline.pipeline.run import ingest
 from faultline.simulate import simulate
 from faultline.simulate.replay import Replay, line_time
