@@ -101,22 +101,22 @@ def floor(paths: list[str], streamed: bool = False) -> tuple[float, int, int]:
     """(seconds, lines, selected lines) of the plain polars scan.
 
     Whole (the default): every file read on two processes, one scan of all lines in
-    this one. ``streamed``: each task reads :data:`STREAM_FILES` files and scans their
+    this one. ``streamed``: each task reads about :data:`STREAM_FILES` files and scans their
     lines itself, so memory holds a few tasks' text, not the corpus (``llama3``'s
     25 GB): the same reads and the same regex over the same lines, both cores busy
     for the scan too (the whole floor's scan runs on polars' threads here), plus the
     start of two spawned processes (their imports, a fraction of a second)."""
     c0 = cpu_seconds()
     t0 = time.perf_counter()
+    # strided: the big files spread over every chunk
+    n = max(16, len(paths) // STREAM_FILES) if streamed else 16
+    chunks = [paths[i::n] for i in range(n)]
     if streamed:
-        n = max(16, len(paths) // STREAM_FILES)  # strided: big files spread over all
-        chunks = [paths[i::n] for i in range(n)]
         # spawned: a fork of this process, whose polars pool may be running, can hang
         with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
             counts = list(pool.map(_read_and_count, chunks))
         lines, selected = sum(c[0] for c in counts), sum(c[1] for c in counts)
     else:
-        chunks = [paths[i::16] for i in range(16)]
         with ProcessPoolExecutor(2) as pool:
             blob = b"".join(pool.map(_read, chunks))
         lines, selected = _count(blob)

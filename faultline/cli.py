@@ -22,8 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from faultline.console import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, err
-from faultline.console import progress as _progress
+from faultline.console import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, err, progress
 from faultline.ctrl_c import exit_130_on_ctrl_c
 from faultline.launch import DEFAULT_RUNNER  # the early server reads --runner the same way
 
@@ -486,7 +485,7 @@ def simulate(
             msg = f"unknown layout {layout!r}; known: {', '.join([*LAYOUTS, *RELAYOUTS])}"
         err.print(f"[bold red]faultline simulate:[/] {msg}")
         raise typer.Exit(EXIT_USAGE) from exc
-    with _progress() as bar:
+    with progress() as bar:
         tasks: dict[str, object] = {}
 
         def step(what: str, i: int, n: int) -> None:
