@@ -519,7 +519,7 @@ class _Rows:
         if fp.events:
             self._add_events(f, fp)
         if fp.columns is not None and fp.columns.height:
-            self.lanes.add(len(self.files["path"]) - 1, fp.columns, f.path, f.sha, f.source)
+            self.lanes.add(len(self.files["path"]) - 1, fp, f.path, f.sha, f.source)
         if fp.rejects:
             r = self.rejects
             n = len(fp.rejects)

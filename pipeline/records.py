@@ -126,6 +126,11 @@ class FileParse:
     # whether a column event may share its line with one of ``events`` (the trainer's
     # ``nonfinite_loss`` on a step line; never a job-log lane's)
     shared_lines: bool = False
+    # (batch frame, offset, slice) when ``columns`` is that slice of a batch's frame
+    # (the job-log lanes'), and only while ``columns`` is that very slice: the rows of
+    # a batch's files are then taken back by slicing the batch frame once, not by
+    # concatenating a thousand frames (:func:`faultline.pipeline.eventcols.gathered`)
+    column_span: tuple[pl.DataFrame, int, pl.DataFrame] | None = None
 
     @property
     def event_lines(self) -> int:

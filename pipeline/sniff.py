@@ -9,6 +9,7 @@ A tie or a weak score falls back to the path hint; nothing matching at all is
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from itertools import islice
@@ -49,6 +50,9 @@ _LINE_SIGNATURES: dict[str, re.Pattern[str]] = {
 _LINE_SIGNATURES["slurmd"] = _LINE_SIGNATURES["slurmctld"]
 # "time host tag: " -- a syslog line, even when its stamp looks like a collector's
 _SYSLOG_TAG = re.compile(r"^\S+ \S+ (?:kernel|[\w./-]+(?:\[\d+\])?): ")
+# a job line that is not a syslog one, in one match (every pattern above is anchored)
+_JOB_NOT_SYSLOG = re.compile(
+    f"(?!{_SYSLOG_TAG.pattern[1:]})(?:{_LINE_SIGNATURES['job'].pattern})")
 _INVENTORY_HEADER = re.compile(r"\bpci\.bus_id\b|^index\s*,.*\b(?:uuid|serial)\b", re.I)
 _HOSTS_HEADER = re.compile(r"^\s*(?:host|hostname|name)\s*,.*\b(?:alias|aliases|address|"
                            r"addresses|ip)\b", re.I)
@@ -97,15 +101,34 @@ def _as_posix(path: str) -> str:
 
 
 def path_hint(path: str) -> str | None:
-    for (rx, source), needles in zip(_PATH_HINTS, _HINT_NEEDLES, strict=True):
-        for nd in needles:
-            if nd in path:
-                break
-        else:
-            continue
-        if rx.search(path):
-            return source
-    return None
+    """The source a path's layout or file name suggests, or None: the first of
+    :data:`_PATH_HINTS` whose pattern the path matches.
+
+    Every hint but the job layout's is a pattern of the file name alone, and the job
+    layout depends only on the directory when the name is not empty (see
+    :func:`path_hints`): both are worked out once per distinct name and directory
+    (a worker sniffs every file: llama3's 932k job logs, 4.8 -> 1 us a path)."""
+    head, _, name = path.rpartition("/")
+    before, after = _name_hints(name)
+    if before is not None:
+        return before
+    if name:
+        layout = _dir_is_job_layout(head)
+    else:
+        layout = "jobs/" in path and bool(_JOB_LAYOUT.search(path))
+    return "job" if layout else after
+
+
+@functools.lru_cache(maxsize=8192)
+def _name_hints(name: str) -> tuple[str | None, str | None]:
+    """The first hint of a file name before the job layout's, and after it."""
+    return _first_hint(name, _NAME_HINTS_BEFORE), _first_hint(name, _NAME_HINTS_AFTER)
+
+
+@functools.lru_cache(maxsize=8192)
+def _dir_is_job_layout(head: str) -> bool:
+    """Whether ``<head>/<name>`` is ``jobs/<id>/<name>`` for a name without ``/``."""
+    return bool(_JOB_LAYOUT.search(head + "/x"))
 
 
 def path_hints(paths: Iterable[str]) -> list[str | None]:
@@ -115,21 +138,24 @@ def path_hints(paths: Iterable[str]) -> list[str | None]:
 
     Every hint but the job layout's is a pattern of the file name alone (``(?:^|/)``,
     then no ``/`` to the end), and a corpus repeats its file names (``kern.log``, a
-    host's ``node0042.log`` in every job): those are matched once per distinct name;
-    only ``jobs/<id>/<name>`` is matched on each path, where it stands in the order."""
+    host's ``node0042.log`` in every job): those are matched once per distinct name.
+    The job layout (``jobs/<id>/<name>``) depends only on the directory when the name
+    is not empty: it is matched once per directory (llama3's 950k paths: 0.97 -> 0.37 s)."""
     by_name: dict[str, tuple[str | None, str | None]] = {}  # name -> (before, after)
+    by_dir: dict[str, bool] = {}  # directory -> whether <directory>/<name> is the layout
     out: list[str | None] = []
     for path in paths:
-        name = path.rpartition("/")[2]
+        head, _, name = path.rpartition("/")
         if (got := by_name.get(name)) is None:
-            got = by_name[name] = (_first_hint(name, _NAME_HINTS_BEFORE),
-                                   _first_hint(name, _NAME_HINTS_AFTER))
+            got = by_name[name] = _name_hints.__wrapped__(name)
         if got[0] is not None:
             out.append(got[0])
-        elif "jobs/" in path and _JOB_LAYOUT.search(path):
-            out.append("job")
-        else:
-            out.append(got[1])
+            continue
+        if not name:
+            layout = "jobs/" in path and bool(_JOB_LAYOUT.search(path))
+        elif (layout := by_dir.get(head)) is None:  # any name without "/" reads alike
+            layout = by_dir[head] = _dir_is_job_layout.__wrapped__(head)
+        out.append("job" if layout else got[1])
     return out
 
 
@@ -180,8 +206,7 @@ def sniff(lines: list[str], path: str = "") -> str:
               _LINE_SIGNATURES.items() if name != "job"}
     # A collector-stamped job line also fits the RFC 3339 kernel shape (its second
     # token reads as a host); only a syslog "host tag:" decides between the two.
-    scores["job"] = sum(1 for ln in sample if job_sig.search(ln)
-                        and not _SYSLOG_TAG.search(ln))
+    scores["job"] = sum(1 for ln in sample if _JOB_NOT_SYSLOG.match(ln))
     scores["kernel"] = sum(1 for ln in sample if _KERNEL.search(ln)
                            and (not job_sig.search(ln) or _SYSLOG_TAG.search(ln)))
     best = max(scores.values())
@@ -232,7 +257,7 @@ def _line_fits(source: str, line: str) -> bool:
         return bool(_KERNEL.search(line)) and (not _LINE_SIGNATURES["job"].search(line)
                                                or bool(_SYSLOG_TAG.search(line)))
     if source == "job":
-        return bool(_LINE_SIGNATURES["job"].search(line)) and not _SYSLOG_TAG.search(line)
+        return _JOB_NOT_SYSLOG.match(line) is not None
     rx = _LINE_SIGNATURES.get(source)
     return bool(rx and rx.search(line))
 

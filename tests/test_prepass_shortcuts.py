@@ -15,7 +15,7 @@ from faultline.pipeline.parsers.joblog_lines import NCCL_PREFIX_RE
 from faultline.pipeline.prepass import corpus_facts, nccl_prefix_hosts
 from faultline.pipeline.sniff import path_hint, path_hints
 from faultline.pipeline.text import decode, head_lines, split_lines, tail_lines
-from faultline.pipeline.tzevidence import decide_zone, gather
+from faultline.pipeline.tzevidence import _job_logs, decide_zone, gather
 
 TRICKY_PATHS = [
     "jobs/1214431/node0003.log", "/c/jobs/1214431/node0003.log.gz", "jobs/7/train_rank0.log",
@@ -27,7 +27,8 @@ TRICKY_PATHS = [
     "slurm/sacct.txt", "slurm/slurmctld.log", "slurm/slurmd.log", "slurm/slurmdbd.log",
     "slurm/sinfo.txt", "slurm/scontrol_show_nodes.txt", "slurm-123.out", "x/slurm-1_2.out.gz",
     "slurm-x.out", "train.log", "sacct", "kern.log/", "kern.log\n", "a/b/messages-20241101",
-    "", ".", "/", "sacct/x.log", "train/x.log", "jobs/1/x/../y.log",
+    "", ".", "/", "sacct/x.log", "train/x.log", "jobs/1/x/../y.log", "jobs/7\n/x.log",
+    "jobs/7/\n",
 ]
 
 
@@ -50,6 +51,24 @@ def test_path_job_id_is_the_contexts(repo_root):
     paths += _sample_paths(repo_root)
     assert [path_job_id(p) for p in paths] == [context_from_path(p, "UTC").job_id
                                                for p in paths]
+
+
+
+@pytest.mark.parametrize("prefix", ["", "/data/corpus/"])
+def test_job_logs_are_grouped_by_path_job_id(prefix, repo_root):
+    """The zone decision's job logs, worked out once per directory, are those each
+    path's own :func:`path_job_id` gives (a trainer's log left out)."""
+    paths = [prefix + p for p in (*TRICKY_PATHS, "jobs/5/slurm-9.out", "jobs/5/x.log",
+                                  "jobs/5/jobs", "jobs/5/.", "jobs/6/slurm-6.out")]
+    paths += _sample_paths(repo_root)
+    hints = path_hints(paths)
+    want: dict[str, list[str]] = {}
+    for p, h in zip(paths, hints, strict=True):
+        if h == "job" and not p.rsplit("/", 1)[-1].startswith("train") and (
+                job := path_job_id(p)):
+            want.setdefault(job, []).append(p)
+    assert _job_logs(paths, hints) == want
+    assert len(want) > 3
 
 
 CHUNKS = [b"", b"\n", b"\n\n", b"a", b"a\n", b"a\nb", b"a\r\nb\r\n", b"a\rb\n", b"\r\n\r",

@@ -30,7 +30,7 @@ from faultline.pipeline.text import decode, split_lines
 def plain_sniff(lines: list[str], path: str = "") -> str:
     """``sniff`` as it was, every check run on every file."""
     sample = list(islice(filter(str.strip, lines[: S.SAMPLE_LINES * 4]), S.SAMPLE_LINES))
-    hint = S.path_hint(S._as_posix(path))
+    hint = plain_path_hint(S._as_posix(path))
     if not sample:
         return hint or "unknown"
     first = sample[0].lstrip("\ufeff")
@@ -56,7 +56,7 @@ def plain_sniff(lines: list[str], path: str = "") -> str:
         return "hosts"
     if (first.startswith("{") or "=" in first) and structured.looks_structured(sample):
         return "kernel"
-    if hint and S._confirms(hint, sample[:8]):
+    if hint and plain_confirms(hint, sample[:8]):
         return hint
     job_sig = S._LINE_SIGNATURES["job"]
     scores = {name: sum(1 for ln in sample if rx.search(ln)) for name, rx in
@@ -76,6 +76,27 @@ def plain_sniff(lines: list[str], path: str = "") -> str:
     if top[:2] == ["slurmctld", "slurmd"]:
         return "slurmd" if any(slurmd.SLURMD_MARKERS.match(ln) for ln in sample) else "slurmctld"
     return top[0]
+
+
+def plain_path_hint(path: str) -> str | None:
+    """``path_hint`` as it was: every pattern in turn on the whole path."""
+    return next((source for rx, source in S._PATH_HINTS if rx.search(path)), None)
+
+
+def plain_confirms(source: str, lines: list[str]) -> bool:
+    """``_confirms`` as it was: each line's signature and syslog tag searched apart."""
+    if source in ("sacct", "inventory", "hosts", "slurm_nodes"):
+        return False
+    job_sig = S._LINE_SIGNATURES["job"]
+    if source == "job":
+        fits = sum(1 for ln in lines if job_sig.search(ln) and not S._SYSLOG_TAG.search(ln))
+    elif source == "kernel":
+        fits = sum(1 for ln in lines if S._KERNEL.search(ln)
+                   and (not job_sig.search(ln) or S._SYSLOG_TAG.search(ln)))
+    else:
+        rx = S._LINE_SIGNATURES.get(source)
+        fits = sum(1 for ln in lines if rx and rx.search(ln))
+    return fits > S.MIN_SHARE * len(lines)
 
 
 def head_lines(data: bytes) -> list[str]:
@@ -159,6 +180,10 @@ NEXT_LINES = [
     ["Start of NVIDIA bug report log file"],
     ["2024-07-01 12:00:00,000 INFO step=1 loss=2.0"] * 6,
     ["Jul  1 12:00:00 node1 kernel: NVRM: Xid (PCI:0000:07:00): 79"] * 6,
+    # collector-stamped, or a syslog line whose stamp looks like a collector's
+    ["2024-07-01T12:00:01Z node1 kernel: NVRM: Xid (PCI:0000:07:00): 79"] * 6,
+    ["2024-07-01T12:00:01Z [rank3]:[E701 12:00:01.5 ProcessGroupNCCL.cpp:1] x"] * 6,
+    ["2024-07-01T12:00:01Z node1 torchrun[12]: [rank3]:[E701 12:00:01.5 x] y"] * 6,
 ]
 PATHS = ["/c/x.txt", "/c/jobs/7/n1.log", "/c/hosts/n1/sel.txt", "/c/gpus.csv",
          "/c/hosts.csv", "/c/slurm/sacct.txt", "/c/sinfo-R.txt", "/c/hosts/n1/kern.log"]
@@ -188,3 +213,15 @@ def test_the_header_precheck_passes_every_header_a_check_accepts():
     for first in accepted:
         assert S._may_be_header(first), first
     assert not S._may_be_header("2024-07-01T12:00:00Z W0701 12:00:00.000 1 run.py:1] hi")
+
+
+def test_path_hint_is_the_plain_one():
+    """Worked out once per file name and directory, as every pattern on the whole
+    path decides it."""
+    paths = [*PATHS, "jobs/1/x.log", "a/jobs/b/jobs/c/x.log", "jobs/7/", "jobs//x.log",
+             "jobs/7/sub/x.log", "x/jobs/7/x.log\n", "jobs/7\n/x.log", "jobs/7/\n",
+             "myjobs/7/x.log", "jobs/7/slurm-7.out", "jobs/7/kern.log", "jobs/7/sacct.txt",
+             "jobs/7/train_rank0.log", "jobs/jobs", "", ".", "/", "kern.log/",
+             "x/slurm-1_2.out.gz", "hosts/n1/gpus.csv", "hosts/n1/selinux.log"]
+    for path in paths:
+        assert S.path_hint(path) == plain_path_hint(path), path

@@ -315,6 +315,7 @@ def attach(frame: pl.DataFrame, inside: dict[int, set[int]], fps: list[FileParse
         part = frame.slice(int(bounds[k]), int(bounds[k + 1] - bounds[k]))
         if columnar:
             fps[k].columns = part
+            fps[k].column_span = (frame, int(bounds[k]), part)
         else:
             fps[k].events = sorted([*fps[k].events, *as_events(part)],
                                    key=lambda e: e.line_no)
