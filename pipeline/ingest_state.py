@@ -170,7 +170,13 @@ def sealable(paths: list[str], jobs: dict[str, tuple[int, int]],
     if window is None:
         return []
     found: set[str] = set()
+    seen: set[str] = set()  # directories decided: a file's name (not empty) changes nothing
     for p in paths:
+        head, _, name = p.rpartition("/")
+        if name:
+            if head in seen:
+                continue
+            seen.add(head)
         m = _JOB_DIR.match(p)
         if m is None or m.group(1) in found:
             continue

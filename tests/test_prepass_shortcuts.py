@@ -236,3 +236,25 @@ def test_stamps_of_the_sample_read_alike(repo_root):
     found = offsets_many(chunks)
     assert any(found) and found == _offsets_one_by_one(chunks)
     assert [paired_in(k) for k in maybe_paired(chunks)] == [paired_in(c) for c in chunks]
+
+
+def test_sealable_decides_each_directory_once(repo_root):
+    """Sealable job directories, decided on a directory's first file, are those every
+    path decides (a plain per-path loop, as it was)."""
+    from faultline.pipeline import ingest_state
+
+    paths = [*TRICKY_PATHS, "c/jobs/1/a.log", "c/jobs/1/b.log", "c/jobs/1/", "c/jobs/2/",
+             "c/jobs/2/x.log", "c/jobs/3/x\n", "c/jobs/7\n/x.log", "c/jobs/1/sub/x.log"]
+    paths += _sample_paths(repo_root)
+    jobs = {j: (0, 10) for j in ("1", "2", "3", "7", "7\n", "1214431", "sub")}
+    jobs.update({p.split("/jobs/")[1].split("/")[0]: (0, 10) for p in paths if "/jobs/" in p})
+    window = (0, 10 + ingest_state.SEAL_AFTER_US + 1)
+    plain: set[str] = set()
+    for p in paths:
+        m = ingest_state._JOB_DIR.match(p)
+        if m is not None and (span := jobs.get(m.group(2))) is not None \
+                and span[1] + ingest_state.SEAL_AFTER_US < window[1]:
+            plain.add(m.group(1))
+    got = ingest_state.sealable(paths, jobs, window)
+    assert got == sorted(plain)
+    assert "c/jobs/1" in got and len(got) > 3
