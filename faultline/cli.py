@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from faultline.console import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, err, progress
+from faultline.console import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, err, fail, progress
 from faultline.ctrl_c import exit_130_on_ctrl_c
 from faultline.launch import DEFAULT_RUNNER  # the early server reads --runner the same way
 
@@ -110,19 +110,18 @@ def _open_read(db: Path):
     from faultline import db as fdb  # DuckDB: imported by the commands that open one
 
     if not db.is_file():
-        err.print(f"[bold red]faultline:[/] {db}: no such database (run faultline ingest)")
+        fail("", f"{db}: no such database (run faultline ingest)")
         raise typer.Exit(EXIT_USAGE)
     try:
         con = fdb.connect(db, read_only=True)
     except duckdb.Error as exc:
-        err.print(f"[bold red]faultline:[/] {escape(fdb.open_error(db, exc))}")
+        fail("", fdb.open_error(db, exc))
         raise typer.Exit(EXIT_USAGE) from exc
     missing = fdb.missing_tables(con)
     if missing:  # a DuckDB file, but not one faultline wrote: say so, not a SQL error
         con.close()
-        err.print(f"[bold red]faultline:[/] {escape(str(db))}: not a faultline database "
-                  f"(no {', '.join(missing)} table{'s' if len(missing) > 1 else ''}; "
-                  "faultline ingest writes one)")
+        fail("", f"{db}: not a faultline database (no {', '.join(missing)} "
+                 f"table{'s' if len(missing) > 1 else ''}; faultline ingest writes one)")
         raise typer.Exit(EXIT_USAGE)
     return con
 
@@ -255,7 +254,7 @@ def _ingest_command(corpus: list[str], db: Path, tz: str | None, year: int | Non
     from faultline import ingest_cli
 
     if overrides is not None and not overrides.is_file():
-        err.print(f"[bold red]faultline ingest:[/] {overrides}: no such file")
+        fail("ingest", f"{overrides}: no such file")
         raise typer.Exit(EXIT_USAGE)
     fields = _source_options("ingest", json_fields, host_from_path)
     site_rules = _site_rules(rules or [])
@@ -277,7 +276,7 @@ def _source_options(command: str, json_fields: str | None,
         if host_from_path:
             compile_pattern(host_from_path)
     except ValueError as exc:
-        err.print(f"[bold red]faultline {command}:[/] {exc}")
+        fail(command, str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     return fields
 
@@ -289,7 +288,7 @@ def _site_rules(paths: list[Path]) -> tuple[str, ...]:
     try:
         read_rule_files(paths)
     except RuleError as exc:
-        err.print(f"[bold red]faultline ingest:[/] {escape(str(exc))}")
+        fail("ingest", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     return tuple(str(p) for p in paths)
 
@@ -313,7 +312,7 @@ def rules_check(
     try:
         report = check_files(files or [])
     except RuleError as exc:
-        err.print(f"[bold red]faultline rules check:[/] {escape(str(exc))}")
+        fail("rules check", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     for problem in report.problems:
         err.print(f"[red]FAIL[/] {escape(problem)}")
@@ -360,10 +359,10 @@ def report(
             written = write_html(con, data["run"], html)
             err.print(f"wrote HTML report: {written}")
     except rep.ReportError as exc:
-        err.print(f"[bold red]faultline report:[/] {exc}")
+        fail("report", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     except OSError as exc:  # --html names a directory, or one that cannot be created
-        err.print(f"[bold red]faultline report:[/] --html {html}: {exc}")
+        fail("report", f"--html {html}: {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
@@ -379,7 +378,7 @@ def _report_projection(con: Any, gpus: int, run: str | None, format: OutputForma
     try:
         data = pj.projection(con, gpus, run=run)
     except pj.ProjectionError as exc:
-        err.print(f"[bold red]faultline report:[/] {exc}")
+        fail("report", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     _render(pj, data, format)
 
@@ -406,7 +405,7 @@ def explain(
     try:
         data = ex.explain(con, interruption_id)
     except ReportError as exc:
-        err.print(f"[bold red]faultline explain:[/] {exc}")
+        fail("explain", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
@@ -422,8 +421,7 @@ def check(db: DbOption) -> None:
     try:
         result = chk.run_checks(con)
     except chk.CheckError as exc:
-        err.print(f"[bold red]faultline check:[/] {escape(str(db))}: not a faultline "
-                  f"database? {escape(str(exc))}")
+        fail("check", f"{db}: not a faultline database? {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     finally:
         con.close()
@@ -483,7 +481,7 @@ def simulate(
         msg = str(exc)
         if layout not in LAYOUTS and layout not in RELAYOUTS:
             msg = f"unknown layout {layout!r}; known: {', '.join([*LAYOUTS, *RELAYOUTS])}"
-        err.print(f"[bold red]faultline simulate:[/] {msg}")
+        fail("simulate", msg)
         raise typer.Exit(EXIT_USAGE) from exc
     with progress() as bar:
         tasks: dict[str, object] = {}
@@ -495,8 +493,8 @@ def simulate(
 
         if replay:
             if layout != "canonical" or flight_recorder:
-                err.print("[bold red]faultline simulate:[/] --replay writes the canonical "
-                          "layout, without Flight Recorder dumps")
+                fail("simulate", "--replay writes the canonical layout, without Flight "
+                              "Recorder dumps")
                 raise typer.Exit(EXIT_USAGE)
             from faultline.simulate.replay import run as run_replay
 

@@ -5,6 +5,7 @@ results), and its progress bars."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
@@ -18,6 +19,13 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # Ctrl-C (faultline.ctrl_c)
 
 err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(command: str, message: str) -> None:
+    """``faultline <command>: <message>`` on stderr, the message as plain text: a path
+    or an error holding ``[...]`` is printed as it is, never read as markup (a
+    ``--db`` path with ``[/b]`` in it ended in a MarkupError traceback)."""
+    err.print(f"[bold red]faultline{' ' if command else ''}{command}:[/] {escape(message)}")
 
 
 def progress(*, transient: bool = True) -> Progress:

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from faultline.console import EXIT_INTERRUPTED, err
+from faultline.console import EXIT_INTERRUPTED, fail
 
 # What Ctrl-C leaves behind, where it is not "nothing" (see exit_130_on_ctrl_c).
 INTERRUPTED_LEAVES = {
@@ -53,8 +53,7 @@ def exit_130_on_ctrl_c(name: str, callback: Callable[..., Any]) -> Callable[...,
     (``ingest`` says it itself: it knows that nothing was written.)"""
 
     def interrupted() -> typer.Exit:
-        err.print(f"[bold red]faultline {name}:[/] "
-                  f"{INTERRUPTED_LEAVES.get(name, 'interrupted')}")
+        fail(name, INTERRUPTED_LEAVES.get(name, "interrupted"))
         return typer.Exit(EXIT_INTERRUPTED)
 
     @functools.wraps(callback)

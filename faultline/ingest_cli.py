@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress, TaskID
 
-from faultline.console import EXIT_INTERRUPTED, EXIT_USAGE, err, progress
+from faultline.console import EXIT_INTERRUPTED, EXIT_USAGE, err, fail, progress
 from faultline.ctrl_c import is_ctrl_c
 
 # Ctrl-C during an ingest: its transaction is rolled back
@@ -76,11 +76,11 @@ def run(corpus: list[Path | str], db: Path, **kw) -> None:
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
         # WeightsError: the shipped text-model weights are missing or stale (unreadable
         # input of faultline's own); nothing is written, the message says how to rebuild
-        err.print(f"[bold red]faultline ingest:[/] {escape(plain_error(exc))}")
+        fail("ingest", plain_error(exc))
         raise typer.Exit(EXIT_USAGE) from exc
     except BaseException as exc:  # checked after the errors above: a Ctrl-C during a
         if is_ctrl_c(exc):  # query is a RuntimeError, and so is a WeightsError
-            err.print(f"[bold red]faultline ingest:[/] {INTERRUPTED}")
+            fail("ingest", INTERRUPTED)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         raise
     typer.echo(summary.line())

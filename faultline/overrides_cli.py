@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-EXIT_USAGE = 2
+from faultline.console import EXIT_USAGE, err, fail
 
 app = typer.Typer(
     name="overrides",
@@ -28,8 +28,6 @@ app = typer.Typer(
     "the classifiers and are kept across every later ingest until removed.",
     no_args_is_help=True,
 )
-err = Console(stderr=True, soft_wrap=True)
-
 DbOption = Annotated[
     Path, typer.Option("--db", help="The faultline database.", dir_okay=False)
 ]
@@ -41,7 +39,7 @@ class ListFormat(StrEnum):
 
 
 def _fail(cmd: str, msg: str) -> typer.Exit:
-    err.print(f"[bold red]faultline overrides {cmd}:[/] {escape(msg)}")
+    fail(f"overrides {cmd}", msg)
     return typer.Exit(EXIT_USAGE)
 
 

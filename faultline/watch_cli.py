@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 
 from faultline.cli import DbOption, _site_rules, _source_options, _zone_option
-from faultline.console import EXIT_USAGE, err
+from faultline.console import EXIT_USAGE, err, fail
 from faultline.ingest_cli import PAUSE_ENV, plain_error
 
 
@@ -88,13 +88,12 @@ def watch(
                       on_phase=on_phase if pause else None)
     missing = [c for c in corpus if "://" not in str(c) and not Path(c).exists()]
     if missing:  # before the banner: a typo is one line, not a watch that never starts
-        err.print(f"[bold red]faultline watch:[/] {escape(str(missing[0]))}: no such file "
-                  "or directory")
+        fail("watch", f"{missing[0]}: no such file or directory")
         raise typer.Exit(EXIT_USAGE)
     status(f"watching {', '.join(map(str, corpus))} every {interval:g} s into {db} "
            "(Ctrl-C stops)")
     try:
         watcher.run(interval, status, cycles)
     except (IngestError, ZoneInfoNotFoundError, ValueError, WeightsError) as exc:
-        err.print(f"[bold red]faultline watch:[/] {escape(plain_error(exc))}")
+        fail("watch", plain_error(exc))
         raise typer.Exit(EXIT_USAGE) from exc

@@ -156,6 +156,23 @@ def path_job_id(path: str) -> str | None:
     return job_id
 
 
+def path_job_ids(paths: Iterable[str]) -> list[str | None]:
+    """:func:`path_job_id` of each path, worked out once per directory: it depends on
+    the directory alone for any file name but an empty one, ``.``, ``jobs`` and
+    ``slurm-*`` (the zone decision's 932k job logs of llama3: 1.5 s one call a path)."""
+    by_dir: dict[str, str | None] = {}
+    out: list[str | None] = []
+    for path in paths:
+        head, _, name = path.rpartition("/")
+        if not name or name in (".", "jobs") or name.startswith("slurm-"):
+            out.append(path_job_id(path))
+        elif head in by_dir:
+            out.append(by_dir[head])
+        else:
+            out.append(by_dir.setdefault(head, path_job_id(path)))
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def _dir_job(directory: str) -> str | None:
     """The job id :func:`hostpath.layout_host` reads from the parts of a path in

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from faultline.pipeline.fileparse import path_job_id
+from faultline.pipeline.fileparse import path_job_ids
 from faultline.pipeline.fileread import read_bytes
 from faultline.pipeline.inflate import gunzip
 from faultline.pipeline.parsers import sacct
@@ -254,23 +254,11 @@ def gather(paths: list[str], hints: Sequence[str | None] | None = None) -> Evide
 
 def _job_logs(paths: list[str], hints: Sequence[str | None]) -> dict[str, list[str]]:
     """The job logs of ``paths`` (hint ``job``, but a trainer's ``train*`` log) by
-    their :func:`path_job_id`, worked out once per directory: it depends on the
-    directory alone for any file name but an empty one, ``.``, ``jobs`` and
-    ``slurm-*`` (llama3's 932k job logs: 1.8 s a path at a time)."""
+    their job (:func:`path_job_ids`)."""
+    logs = [p for p, h in zip(paths, hints, strict=True)
+            if h == "job" and not p.rpartition("/")[2].startswith("train")]
     jobs: dict[str, list[str]] = {}
-    by_dir: dict[str, str | None] = {}
-    for path, hint in zip(paths, hints, strict=True):
-        if hint != "job":
-            continue
-        head, _, name = path.rpartition("/")
-        if name.startswith("train"):
-            continue
-        if not name or name in (".", "jobs") or name.startswith("slurm-"):
-            job = path_job_id(path)
-        elif head in by_dir:
-            job = by_dir[head]
-        else:
-            job = by_dir[head] = path_job_id(path)
+    for path, job in zip(logs, path_job_ids(logs), strict=True):
         if job:
             jobs.setdefault(job, []).append(path)
     return jobs

@@ -61,6 +61,17 @@ def test_reading_a_missing_database_is_bad_usage(argv, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing created
 
 
+@pytest.mark.parametrize("name", ["x[/b].duckdb", "[bold]x.duckdb", "x[red].duckdb"])
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_path_holding_markup_is_printed_as_it_is(command, name, tmp_path, monkeypatch):
+    """Messages name paths as plain text: ``[/b]`` in a --db path ended in rich's
+    MarkupError (a traceback, exit 1), ``[bold]`` was swallowed as a style."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [command, "--db", name])
+    assert result.exit_code == EXIT_USAGE
+    assert f"{name}: no such database" in plain(result.output)
+
+
 def test_bad_usage_exits_2():
     assert runner.invoke(app, ["report"]).exit_code == EXIT_USAGE  # --db missing
     assert runner.invoke(app, ["report", "--db", "x", "--format", "xml"]).exit_code == 2

@@ -10,7 +10,7 @@ import gzip
 import pytest
 
 from faultline.pipeline.discover import discover
-from faultline.pipeline.fileparse import context_from_path, path_job_id
+from faultline.pipeline.fileparse import context_from_path, path_job_id, path_job_ids
 from faultline.pipeline.parsers.joblog_lines import NCCL_PREFIX_RE
 from faultline.pipeline.prepass import corpus_facts, nccl_prefix_hosts
 from faultline.pipeline.sniff import path_hint, path_hints
@@ -51,6 +51,7 @@ def test_path_job_id_is_the_contexts(repo_root):
     paths += _sample_paths(repo_root)
     assert [path_job_id(p) for p in paths] == [context_from_path(p, "UTC").job_id
                                                for p in paths]
+    assert path_job_ids(paths) == [path_job_id(p) for p in paths]
 
 
 
