@@ -357,7 +357,7 @@ def report(
             from faultline.html_report import write_html
 
             written = write_html(con, data["run"], html)
-            err.print(f"wrote HTML report: {written}")
+            err.print(f"wrote HTML report: {escape(str(written))}")
     except rep.ReportError as exc:
         fail("report", str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
@@ -499,7 +499,7 @@ def simulate(
             from faultline.simulate.replay import run as run_replay
 
             err.print(f"faultline simulate: replaying {preset} at {speed:g}x into "
-                      f"{out}/corpus (Ctrl-C stops)")
+                      f"{escape(str(out))}/corpus (Ctrl-C stops)")
             result = run_replay(preset, out, speed, seed=seed, progress=step)
         elif layout in RELAYOUTS:  # a pass over the canonical corpus (simulate.relayout)
             result = simulate_in(preset, out, layout, seed=seed, progress=step)

@@ -94,13 +94,13 @@ def run(corpus: list[Path | str], db: Path, **kw) -> None:
     if summary.overrides_unknown:
         err.print(f"[yellow]warning:[/] {len(summary.overrides_unknown)} overrides name no "
                   "interruption (kept; see faultline overrides list): "
-                  + ", ".join(summary.overrides_unknown[:10])
+                  + escape(", ".join(summary.overrides_unknown[:10]))
                   + (" ..." if len(summary.overrides_unknown) > 10 else ""))
     if summary.problems:
         err.print(f"[yellow]warning:[/] {summary.problems} files could not be read whole "
                   "or were not followed; files.problem says why for each")
     for host, skew, jobs in summary.skewed_clocks:
-        err.print(f"[yellow]warning:[/] {host}'s clock runs {abs(skew) / 3600:.1f} h "
+        err.print(f"[yellow]warning:[/] {escape(host)}'s clock runs {abs(skew) / 3600:.1f} h "
                   f"{'ahead of' if skew > 0 else 'behind'} the other hosts' (its job logs "
                   f"against Slurm's start times, {jobs} jobs): its events may fall outside "
                   "their interruptions; see the host_clock_offsets view")

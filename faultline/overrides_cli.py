@@ -182,4 +182,4 @@ def list_(
     Console().print(t)
     if unknown:
         err.print(f"[yellow]warning:[/] {len(unknown)} overrides name no interruption in "
-                  "this database: " + ", ".join(sorted(unknown)))
+                  "this database: " + escape(", ".join(sorted(unknown))))

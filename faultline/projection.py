@@ -38,6 +38,7 @@ from typing import Any
 import duckdb
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 #: Confidence level of every interval.
@@ -364,14 +365,14 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
 
 def render_table(data: dict[str, Any], console: Console) -> None:
     """The projection as a terminal table (fits 100 columns)."""
-    t = Table(title=f"Failure rates of run {data['run']}, projected to "
+    t = Table(title=f"Failure rates of run {escape(data['run'])}, projected to "
               f"{data['gpus']:,} GPUs", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("Component", min_width=18)
     t.add_column("n", justify="right", no_wrap=True)
     t.add_column("per 1k GPU-days (95%)", justify="right", no_wrap=True)
     t.add_column("per day at size (95%)", justify="right", no_wrap=True)
     for c in data["components"]:
-        t.add_row(c["component"], str(c["failures"]),
+        t.add_row(escape(c["component"]), str(c["failures"]),
                   f"{c['rate_per_1000_gpu_days']:.2f} ({c['rate_low']:.2f}-"
                   f"{c['rate_high']:.2f})",
                   f"{c['expected_per_day']:.2f} ({c['expected_low']:.2f}-"
@@ -382,7 +383,7 @@ def render_table(data: dict[str, Any], console: Console) -> None:
               f"{tot['expected_high']:.2f})", style="bold")
     console.print(t)
     for line in summary_lines(data):
-        console.print(line, highlight=False)
+        console.print(escape(line), highlight=False)
 
 
 def render_markdown(data: dict[str, Any]) -> str:

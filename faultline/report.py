@@ -153,7 +153,7 @@ def _fmt(v: float | None, spec: str = ".1f") -> str:
 def render_table(data: dict[str, Any], console: Console) -> None:
     """The breakdown as a terminal table; fits 80 columns with the comparison."""
     pub = {r["component"]: r for r in data.get("published", {}).get("rows", [])}
-    t = Table(title=f"Root causes of interruptions - run {data['run']}",
+    t = Table(title=f"Root causes of interruptions - run {escape(data['run'])}",
               box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("Component", min_width=18)
     # With the comparison, a category wraps at word breaks instead of being cut:
@@ -168,7 +168,7 @@ def render_table(data: dict[str, Any], console: Console) -> None:
         t.caption = ("Llama 3: Table 5's count; printed: its % as printed; recomp.: its % "
                      "recomputed from the counts")
     for r in data["rows"]:
-        cells = [r["component"], r["category"], str(r["interruptions"]),
+        cells = [escape(r["component"]), escape(r["category"]), str(r["interruptions"]),
                  _fmt(r["percent"])]
         if pub:
             p = pub.get(r["component"])
@@ -176,13 +176,13 @@ def render_table(data: dict[str, Any], console: Console) -> None:
                        _fmt(p["percent_recomputed"])] if p else ["", "", ""])
         t.add_row(*cells)
     console.print(t)
-    console.print(_totals_line(data))
+    console.print(escape(_totals_line(data)))
     if (scope := _scope_line(data)) is not None:
-        console.print(scope)
+        console.print(escape(scope))
     for line in _override_lines(data):
         console.print(f"[cyan]{escape(line)}[/]")
     for note in data.get("published", {}).get("notes", []):
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _totals_line(data: dict[str, Any]) -> str:

@@ -32,3 +32,23 @@ def test_table_at_80_columns_cuts_no_name_or_number(ingested_sample, compare):
         header = next(line for line in out.splitlines() if "Component" in line)
         assert header.split()[-4:] == ["Llama", "3", "printed", "recomp."]
         assert re.search(r"\b148\s+30\.1\s+35\.3\s*$", out, re.M)  # Faulty GPU, whole
+
+
+@pytest.mark.parametrize("name", ["sweep[lr=3e-4]", "train[/x]", "[bold]llm"])
+@pytest.mark.parametrize("project", [[], ["--project", "16384"]])
+def test_a_run_name_holding_brackets_is_printed_as_it_is(ingested_sample, tmp_path, name,
+                                                         project):
+    """A run is named after its jobs (sacct's JobName, anyone's text): ``[lr=3e-4]``
+    was read as a style and dropped (the report named another run, exit 0), ``[/x]``
+    ended in a MarkupError."""
+    db = tmp_path / "renamed.duckdb"
+    db.write_bytes(ingested_sample.read_bytes())
+    with duckdb.connect(str(db)) as con:
+        run = con.execute("SELECT run FROM interruptions GROUP BY run "
+                          "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+        for table in ("attempts", "interruptions"):
+            con.execute(f"UPDATE {table} SET run = ? WHERE run = ?", [name, run])  # noqa: S608
+    result = runner.invoke(app, ["report", "--db", str(db), "--run", name, *project],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"run {name}" in result.output.replace("\n", " ")
