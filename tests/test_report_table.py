@@ -47,7 +47,7 @@ def test_a_run_name_holding_brackets_is_printed_as_it_is(ingested_sample, tmp_pa
         run = con.execute("SELECT run FROM interruptions GROUP BY run "
                           "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
         for table in ("attempts", "interruptions"):
-            con.execute(f"UPDATE {table} SET run = ? WHERE run = ?", [name, run])  # noqa: S608
+            con.execute(f"UPDATE {table} SET run = ? WHERE run = ?", [name, run])
     result = runner.invoke(app, ["report", "--db", str(db), "--run", name, *project],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
