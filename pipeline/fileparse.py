@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from faultline.pipeline import bundles, eventcols, hostpath, resume
 from faultline.pipeline.inflate import MAX_LINE_BYTES, cap_lines, gunzip
+from faultline.pipeline.linebatch import FileLines
 from faultline.pipeline.parsers import (
     flight_recorder,
     hosts,
@@ -83,6 +84,10 @@ UNKNOWN_REJECT_SAMPLE = 20
 # of them in batches of 1,024: 153 us at 1 << 15, 148 at 1 << 16, 138-141 at 1 << 17,
 # 141 at 1 << 18.
 MAX_BATCH_LINES = 1 << 17
+# Sources whose batch parser takes a large file as its text (split in polars: see
+# faultline.pipeline.linebatch), and the characters of a typical line of them.
+TEXT_SOURCES = frozenset({"kernel"})
+_CHARS_PER_LINE = 100
 # An RFC 3164 line's head: the month and day of its stamp. Looked for at the text's start
 # (``_RFC3164_FIRST.match``), then after a newline: a pattern that opens with a literal
 # lets ``re`` skip from newline to newline, where ``^`` with ``re.M`` has it try every
@@ -289,7 +294,7 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
         results.append(None)
         if f.source in BATCH_PARSERS:
             pending.setdefault(f.source, []).append(len(files) - 1)
-            pending_lines[f.source] = pending_lines.get(f.source, 0) + len(f.lines or ())
+            pending_lines[f.source] = pending_lines.get(f.source, 0) + _line_weight(f.lines)
             if pending_lines[f.source] >= MAX_BATCH_LINES:
                 flush(f.source)
             continue
@@ -325,6 +330,14 @@ def _parse_batch(items: Iterable[BatchItem], settings: IngestSettings) -> Parsed
     return rows.tables()
 
 
+def _line_weight(lines: FileLines | None) -> int:
+    """A pending file's share of :data:`MAX_BATCH_LINES`: its lines, or for a text not
+    split yet, an estimate from its length (counting would cost a pass over it)."""
+    if isinstance(lines, str):
+        return len(lines) // _CHARS_PER_LINE + 1
+    return len(lines or ())
+
+
 def unknown_file(text: str) -> FileParse:
     """A file of no known source: every line is rejected, one reason for all, and only
     the first :data:`UNKNOWN_REJECT_SAMPLE` go to ``rejects`` (``files.reject_lines``
@@ -350,7 +363,9 @@ class _File:
     source: str
     ctx: ParseContext
     text: str  # for the per-file parsers ("" once parsed, or for a batched source)
-    lines: list[str] | None  # for the batched parsers (None once parsed, or for others)
+    # for the batched parsers, its lines, or its text for a source of TEXT_SOURCES
+    # (None once parsed, or for the other parsers)
+    lines: FileLines | None
     shape: str | None = None  # an archive's kind (zip, tar)
     data: bytes | None = None  # a binary dump's bytes (flight_recorder), never decoded
     read_to: int = 0  # bytes up to the last line end, and their sha256 (file_offsets)
@@ -440,8 +455,10 @@ def _prepare(item: BatchItem, settings: IngestSettings) -> _File:
     source = sniff(head, path)
     ctx = _source_context(path, source, text, settings, mtime)
     if source in BATCH_PARSERS:  # these parsers read lines: keep one copy of the text
+        if lines is None and source not in TEXT_SOURCES:
+            lines = split_lines(text)
         return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, "",
-                     lines if lines is not None else split_lines(text),
+                     lines if lines is not None else text,
                      read_to=read_to, prefix_sha=prefix)
     return _File(path, sha, len(data), mtime, compressed, problem, source, ctx, text, None)
 

@@ -39,6 +39,16 @@ def head_lines(data: bytes, n: int) -> list[str]:
     return split_lines(decode(data[:end + 1]))
 
 
+def first_lines(text: str, n: int) -> list[str]:
+    """``split_lines(text)[:n]``, splitting only those lines."""
+    end = -1
+    for _ in range(n):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            return split_lines(text)
+    return split_lines(text[:end + 1])
+
+
 def tail_lines(data: bytes, n: int) -> list[str]:
     """``split_lines(decode(data))[1:][-n:]``: the last ``n`` lines of a chunk read from
     the middle of a file, its first (partial) line never among them; decoding only

@@ -17,7 +17,7 @@ from accounting import check_accounting as shared_accounting
 
 from faultline.pipeline.parsers import kernel
 from faultline.pipeline.records import FileParse, ParseContext
-from faultline.pipeline.text import count_lines, decode
+from faultline.pipeline.text import count_lines, decode, split_lines
 
 pytestmark = pytest.mark.shared
 
@@ -200,3 +200,20 @@ def test_loghub_linux_messages(peer):
         (1911, "boot", "linux_version", "combo"), (1931, "boot", "command_line", "combo")]
     assert fp.events[0].attrs["version"] == "2.6.5-1.358"
     assert fp.events[0].ts == utc("2005-07-27T14:41:57")
+
+
+def test_real_logs_given_as_texts_parse_as_given_as_lines(peer):
+    """A large kernel log reaches the parser as its text, split in polars
+    (:class:`LineBatch`), and is read back line by line only where the parser looks:
+    every real file in one batch, as texts, as lines and as a mix of both, gives what
+    each file gives alone."""
+    paths = sorted(KERNEL_FILES)
+    texts = [decode((peer / rel).read_bytes()) for rel in paths]
+    ctxs = [ParseContext(path=str(peer / rel), host="node0001", year=2024) for rel in paths]
+    alone = [kernel.parse(t, c) for t, c in zip(texts, ctxs, strict=True)]
+    as_lines = [(split_lines(t), c) for t, c in zip(texts, ctxs, strict=True)]
+    as_texts = list(zip(texts, ctxs, strict=True))
+    mixed = [as_texts[k] if k % 2 else as_lines[k] for k in range(len(paths))]
+    for files in (as_texts, as_lines, mixed):
+        assert kernel.parse_many(files) == alone
+    assert sum(len(fp.events) for fp in alone) > 50 and sum(map(len, texts)) > 1 << 16

@@ -41,7 +41,9 @@ process``, SXid + its ``Severity``/``Data`` lines) when they have the head's sha
 and program and a time within one second of it.
 
 Speed: the whole file (with :func:`parse_many`, every file of a batch) goes into one
-polars Series; one ``str.contains`` of the union of line shapes finds the rejects and
+polars Series (a large file as its text, split there: its lines become Python strings
+only where the parser reads them); one ``str.contains`` of the union of line shapes
+finds the rejects and
 one of :data:`kernel_messages.SELECT_PATTERN` finds the candidate lines. Python regexes
 run on candidates only (and on the few lines an event absorbs). Years and boot anchors
 are computed with vectorized polars passes, once per batch, and only when a candidate
@@ -83,7 +85,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from faultline.pipeline.linebatch import LineBatch
+from faultline.pipeline.linebatch import FileLines, LineBatch
 from faultline.pipeline.parsers import kernel_columns
 from faultline.pipeline.parsers import kernel_messages as km
 from faultline.pipeline.parsers.kernel_columns import (
@@ -283,18 +285,18 @@ def parse(text: str, ctx: ParseContext) -> FileParse:
     return parse_many([(split_lines(text), ctx)])[0]
 
 
-def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
-    """Parse many kernel logs, given as their lines: each vectorized column (shape
-    check, selection, months, boot times) is computed once over the lines of all of
-    them (see :mod:`faultline.pipeline.linebatch`); each file's result is what
+def parse_many(files: Sequence[tuple[FileLines, ParseContext]]) -> list[FileParse]:
+    """Parse many kernel logs, given as their lines or whole texts: each vectorized
+    column (shape check, selection, months, boot times) is computed once over the lines
+    of all of them (see :mod:`faultline.pipeline.linebatch`); each file's result is what
     :func:`parse` gives for it alone."""
     batch = LineBatch([lines for lines, _ in files])
     shared = _Shared(batch) if batch.total >= kernel_columns._SMALL_FILE else None
     return [parse_lines(lines, ctx, _Columns(lines, shared, k))
-            for k, (lines, ctx) in enumerate(files)]
+            for k, (lines, (_, ctx)) in enumerate(zip(batch.files, files, strict=True))]
 
 
-def parse_lines(lines: list[str], ctx: ParseContext, cols: _Columns | None = None
+def parse_lines(lines: Sequence[str], ctx: ParseContext, cols: _Columns | None = None
                 ) -> FileParse:
     """Parse one kernel log's lines (``cols``: its columns, when parsed in a batch)."""
     n = len(lines)
@@ -365,7 +367,7 @@ def _stamp(kl: KernelLine) -> int | None:
 
 
 def _absorb(
-    lines: list[str], i: int, mm: km.MessageMatch, ctx: ParseContext, zone: ZoneInfo,
+    lines: Sequence[str], i: int, mm: km.MessageMatch, ctx: ParseContext, zone: ZoneInfo,
     rules: km.RuleSet,
 ) -> tuple[int, list[str]]:
     """Extend an event over the lines that belong to it; returns (last index, messages).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -195,7 +196,7 @@ class _Columns:
     lines. Both paths give the same arrays; the logic on them is shared.
     """
 
-    def __init__(self, lines: list[str], shared: _Shared | None = None, k: int = 0) -> None:
+    def __init__(self, lines: Sequence[str], shared: _Shared | None = None, k: int = 0) -> None:
         self.lines = lines
         if shared is None and len(lines) >= _SMALL_FILE:
             shared = _Shared(LineBatch([lines]))

@@ -45,9 +45,11 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
+from faultline.pipeline.linebatch import FileLines
 from faultline.pipeline.parsers import kernel
 from faultline.pipeline.parsers import kernel_messages as km
 from faultline.pipeline.records import FileParse, ParseContext, Reject
+from faultline.pipeline.text import first_lines, split_lines
 
 MESSAGE_FIELDS = ("MESSAGE", "message", "msg", "log", "line", "_raw", "text")
 TIME_FIELDS = ("__REALTIME_TIMESTAMP", "@timestamp", "timestamp", "time", "ts", "_time",
@@ -59,6 +61,7 @@ HOST_FIELDS = ("_HOSTNAME", "host", "hostname", "host.name", "host.hostname",
 PROGRAM_FIELDS = ("SYSLOG_IDENTIFIER", "_COMM", "program", "ident", "appname",
                   "syslog.appname", "process.name")
 
+_HEAD_LINES = 64  # a file's format is decided by its first non-blank line among these
 _EXPORT_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _EXPORT_HEAD = re.compile(r"^(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|_BOOT_ID"
                           r"|MESSAGE|_HOSTNAME|PRIORITY|SYSLOG_IDENTIFIER)=")
@@ -72,7 +75,7 @@ _PLACEHOLDER_HOST = "-"
 def format_of(lines: Sequence[str]) -> str | None:
     """``json`` / ``export`` for a structured file (from its first non-blank line),
     None for a plain kernel log."""
-    for line in lines[:64]:
+    for line in lines[:_HEAD_LINES]:
         s = line.strip().lstrip("\ufeff")  # a byte-order mark is no content
         if not s:
             continue
@@ -92,7 +95,7 @@ def looks_structured(lines: Sequence[str]) -> bool:
         return True
     if fmt != "json":
         return False
-    for line in lines[:64]:
+    for line in lines[:_HEAD_LINES]:
         s = line.strip().lstrip("\ufeff")  # a byte-order mark is no content
         if not s:
             continue
@@ -337,23 +340,25 @@ def parse_structured(lines: list[str], ctx: ParseContext, fmt: str) -> FileParse
 
 def _json_shape(lines: list[str]) -> str:
     """``journal_json`` when the records are journald's, else ``jsonl``."""
-    for line in lines[:64]:
+    for line in lines[:_HEAD_LINES]:
         if line.strip():
             return "journal_json" if '"__REALTIME_TIMESTAMP"' in line else "jsonl"
     return "jsonl"
 
 
-def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FileParse]:
+def parse_many(files: Sequence[tuple[FileLines, ParseContext]]) -> list[FileParse]:
     """:func:`kernel.parse_many`, with structured files read through synthetic lines.
-    Plain kernel logs still go through one vectorized batch."""
+    Plain kernel logs still go through one vectorized batch (a file given as its text
+    is split there, unless it is structured)."""
     out: list[FileParse | None] = [None] * len(files)
     plain: list[int] = []
     for k, (lines, ctx) in enumerate(files):
-        fmt = format_of(lines)
+        fmt = format_of(first_lines(lines, _HEAD_LINES) if isinstance(lines, str) else lines)
         if fmt is None:
             plain.append(k)
         else:
-            out[k] = parse_structured(lines, ctx, fmt)
+            out[k] = parse_structured(
+                split_lines(lines) if isinstance(lines, str) else lines, ctx, fmt)
     for k, fp in zip(plain, kernel.parse_many([files[k] for k in plain]), strict=True):
         out[k] = fp
     return [fp for fp in out if fp is not None]
@@ -361,6 +366,4 @@ def parse_many(files: Sequence[tuple[list[str], ParseContext]]) -> list[FilePars
 
 def parse(text: str, ctx: ParseContext) -> FileParse:
     """Parse one kernel log, plain or structured."""
-    from faultline.pipeline.text import split_lines
-
     return parse_many([(split_lines(text), ctx)])[0]
