@@ -102,6 +102,11 @@ def _split(texts: list[str]) -> tuple[pl.Series, np.ndarray]:
     return lines, sizes
 
 
+def _joined(files: Sequence[Sequence[str]]) -> pl.Series:
+    """The lines of files given as lines, concatenated into one String Series."""
+    return pl.Series("line", list(itertools.chain.from_iterable(files)), dtype=pl.String)
+
+
 def _series_of(items: list[FileLines]) -> tuple[pl.Series, np.ndarray]:
     """The lines of ``items`` as one Series, in file order (each run of texts split in
     one polars call, each run of line lists copied in one), and each item's line count."""
@@ -118,7 +123,7 @@ def _series_of(items: list[FileLines]) -> tuple[pl.Series, np.ndarray]:
                 parts.append(lines)
         else:
             sizes[k:k + len(run)] = [len(f) for f in run]
-            parts.append(pl.Series(list(itertools.chain.from_iterable(run)), dtype=pl.String))
+            parts.append(_joined(run))
         k += len(run)
     series = pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
     return series.alias("line"), sizes
@@ -145,8 +150,7 @@ class LineBatch:
     def series(self) -> pl.Series:
         """Every line of every file, in order, as one String Series."""
         if self._series is None:
-            self._series = pl.Series(
-                "line", list(itertools.chain.from_iterable(self.files)), dtype=pl.String)
+            self._series = _joined(self.files)
         return self._series
 
     def file_ids(self) -> np.ndarray:
