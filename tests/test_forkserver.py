@@ -398,22 +398,31 @@ def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path, beam_o
     and workers at once. Workers that died of it before the driver unwound used to
     leave Beam's runner waiting for their bundles for ever (the driver hung, with stock
     and forked workers alike); now only the driver takes it: exit 130, nothing left
-    running, nothing written. Stock workers asked for by ``--beam-opt`` too."""
+    running, nothing written, nothing left in the temporary directory (the forked
+    pipeline process, killed, left Beam's there). Stock workers asked for by
+    ``--beam-opt`` too."""
     corpus = repo_root / "fixtures" / "sample" / "corpus"
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultline", "ingest", str(corpus), "--db",
          str(tmp_path / "x.duckdb"), "--workers", "2", *beam_opts],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(temp)},
         start_new_session=True,  # its own process group, as a terminal's job
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         workers: list[int] = []
-        while not workers and time.monotonic() < deadline and proc.poll() is None:
+        # workers stand by before the pipeline starts: its temporary directory tells
+        # (in the staging directory with a forked pipeline, else in TMPDIR)
+        while not (workers and list(tmp_path.rglob("beam-pipeline-temp*"))) \
+                and time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError):  # a process may end while it is read
                 workers = _sdk_workers(proc.pid)
             time.sleep(0.01)
         assert workers, "no forked worker seen while the sample was parsed"
+        assert list(tmp_path.rglob("beam-pipeline-temp*")), "no pipeline seen running"
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 130
         assert wait_gone(workers)
@@ -424,7 +433,8 @@ def test_ctrl_c_at_a_terminal_mid_parse_ends_the_run(repo_root, tmp_path, beam_o
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    assert not list(tmp_path.iterdir())
+    assert list(tmp_path.iterdir()) == [temp]
+    assert not list(temp.iterdir())
 
 
 # Beam's stock worker, but slow to connect: it sleeps before its imports, as one does on a
