@@ -359,14 +359,20 @@ def _session(sid: int) -> list[int]:
     return out
 
 
-def test_a_ctrl_c_another_thread_takes_ends_the_wait_for_the_pipeline():
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test: a shell that starts pytest in the
+    background hands it SIGINT ignored, and Python then keeps ignoring it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_another_thread_takes_ends_the_wait_for_the_pipeline(python_sigint):
     """The kernel may hand a Ctrl-C to any of the driver's threads (polars' and tokio's
     do not block SIGINT); Python raises it in the main thread once that thread runs
     again. The driver's wait for its pipeline's process wakes for it: it used to stay
-    in ``recv`` until the pipeline ended (here: the reply 5 s later). Python's own
-    handler is installed for the test: a shell that starts it in the background hands
-    it SIGINT ignored, and Python then keeps ignoring it."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    in ``recv`` until the pipeline ended (here: the reply 5 s later)."""
     ours, server_end = socket.socketpair()
     replies = ours.makefile("rb")
 
@@ -386,7 +392,6 @@ def test_a_ctrl_c_another_thread_takes_ends_the_wait_for_the_pipeline():
     finally:
         replies.close()
         ours.close()
-        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("beam_opts", [
