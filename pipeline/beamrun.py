@@ -158,7 +158,7 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
             return
         with _worker_command(runner, workers, beam_opts, fork_server) as command, \
                 _beam_output_to(staging.local / BEAM_LOG), reaper.workers_end_on_ctrl_c():
-            run_job(job, command)
+            run_job(job, command, staging.local)
     except Exception as exc:
         if is_interrupt(exc):  # Ctrl-C inside a transform: Beam re-raises it wrapped
             raise KeyboardInterrupt from exc
@@ -167,15 +167,38 @@ def parse(paths: Listing, staging: Staging, settings: IngestSettings, runner: st
         done.set()
 
 
-def run_job(job: Job, worker_command: str | None) -> None:
-    """Build and run the pipeline (the driver's, or the fork server's process's)."""
+def run_job(job: Job, worker_command: str | None, scratch: Path) -> None:
+    """Build and run the pipeline (the driver's, or the fork server's process's), its
+    temporary directory in ``scratch``, the run's local staging directory.
+
+    Beam's pipeline makes a temporary directory as it is built and removes it as its
+    run ends; in a process that never gets there (the pipeline's process, killed on
+    a Ctrl-C; an ingest killed by SIGKILL) it stayed in /tmp, one a run. In the
+    staging directory it goes with the run's other leftovers: the driver removes them,
+    or the next ingest on the database does."""
     import apache_beam as beam
 
     with _quiet_parallelism_warning():
         run_runner, options = beam_options(job.runner, job.workers, list(job.beam_opts),
                                            worker_command)
-        with beam.Pipeline(runner=run_runner, options=options) as p:
+        with _temporary_files_in(scratch):
+            pipeline = beam.Pipeline(runner=run_runner, options=options)
+        with pipeline as p:
             build_pipeline(p, job.listing, job.settings, job.shards, job.batch_size)
+
+
+@contextlib.contextmanager
+def _temporary_files_in(directory: Path) -> Iterator[None]:
+    """:mod:`tempfile`'s default directory is ``directory`` for the block (Beam names
+    no option for its pipeline's own)."""
+    import tempfile
+
+    before = tempfile.tempdir
+    tempfile.tempdir = str(directory)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
 
 
 def _run_on_server(job: Job, staging: Staging, server: forkserver.ForkServer) -> bool:

@@ -345,7 +345,6 @@ def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
     write the outcome (``{"ok"}``, or the error's message and whether it was a Ctrl-C
     Beam wrapped) to the file the driver named. Exit 0 (also: no job came), or 1."""
     import logging
-    import tempfile
     import traceback
 
     if not _become_client(server, request, fds):
@@ -366,12 +365,9 @@ def _be_pipeline(server: int, directory: Path, request: dict[str, Any],
         fd = os.open(path, flags, 0o644)
         os.dup2(fd, target)
         os.close(fd)
-    # Beam's pipeline makes a temporary directory and removes it as it ends; killed on a
-    # Ctrl-C (ForkServer._kill), this process left it in /tmp. Inside the staging
-    # directory (beam.log's), it goes with the run's leftovers.
-    tempfile.tempdir = str(Path(given["log"]).parent)
-    try:
-        beamrun.run_job(beamrun.Job.from_json(given["job"]), worker_command(directory))
+    try:  # beam.log is in the run's staging directory (beamrun.run_job: the scratch)
+        beamrun.run_job(beamrun.Job.from_json(given["job"]), worker_command(directory),
+                        Path(given["log"]).parent)
         outcome: dict[str, Any] = {"ok": True}
     except BaseException as exc:  # the driver raises it; the traceback goes to beam.log
         traceback.print_exc()

@@ -149,15 +149,29 @@ def _slow_load(*args, **kwargs):
     return _load(*args, **kwargs)
 run.load_shards = _slow_load
 """
-KILL_AFTER = {"loading": "after(run, 'load_shards')",
+KILL_AFTER = {"building": "import faultline.pipeline.beamrun as beamrun\n"
+                          "after(beamrun, 'build_pipeline')",  # in-process (one worker)
+              "loading": "after(run, 'load_shards')",
               "classifying": "after(interruptions, 'rebuild')"}
 
 
-def _start(corpus: Path, db: Path, patch: str = "") -> subprocess.Popen:
+def _start(corpus: Path, db: Path, patch: str = "", temp: Path | None = None,
+           ) -> subprocess.Popen:
+    """The ingest in a child process (``_SELF_KILL``), with ``temp`` as its TMPDIR."""
     code = _SELF_KILL.format(patch=patch)
+    env = os.environ if temp is None else {**os.environ, "TMPDIR": str(temp)}
     return subprocess.Popen([sys.executable, "-c", code, "ingest", str(corpus),
                              "--db", str(db)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _left_in(temp: Path, timeout: float = 10.0) -> list[str]:
+    """What stays in ``temp`` (a fork server sees its driver die and removes its own
+    directory in its own time: waited for)."""
+    deadline = time.monotonic() + timeout
+    while (left := sorted(p.name for p in temp.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 def _wait_for(cond, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -181,13 +195,15 @@ def _parsed_files(staging: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", ["parsing", "loading", "classifying"])
+@pytest.mark.parametrize("phase", ["building", "parsing", "loading", "classifying"])
 def test_a_killed_run_leaves_the_last_state_and_the_next_run_completes(
         full, tmp_path, repo_root, phase):
-    """SIGKILL while the workers parse, after the shards are loaded, or after the
-    interruptions are rebuilt (both inside the transaction, before COMMIT): the
-    database is as the previous run left it, and running again gives the tables of
-    one clean run."""
+    """SIGKILL once Beam's pipeline is built, while the workers parse, after the
+    shards are loaded, or after the interruptions are rebuilt (both inside the
+    transaction, before COMMIT): the
+    database is as the previous run left it, nothing is left in the temporary
+    directory (Beam's pipeline directory of a killed parse was), and running again
+    gives the tables of one clean run."""
     clean_corpus, clean, _, _ = full
     corpus, later = _split_corpus(repo_root, tmp_path)
     db = tmp_path / "killed.duckdb"
@@ -195,12 +211,15 @@ def test_a_killed_run_leaves_the_last_state_and_the_next_run_completes(
     before = snapshot(db)
     _move_back(corpus, later)
     staging = db.with_name(db.name + ".staging")
-    proc = _start(corpus, db, KILL_AFTER.get(phase, ""))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = _start(corpus, db, KILL_AFTER.get(phase, ""), temp)
     if phase == "parsing":
         _wait_for(lambda: _parsed_files(staging) > 0, proc)
         proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=300) == -signal.SIGKILL, proc.communicate()
     assert staging.exists(), "the run finished before it was killed"
+    assert _left_in(temp) == []
     assert snapshot(db) == before
     ingest([corpus], db)
     assert not staging.exists()
