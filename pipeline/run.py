@@ -384,6 +384,8 @@ COLLECT_AFTER_PATHS = 100_000  # listings at least this long are collected after
 # Below this many bytes of corpus (corpus_weight) the load and the root causes run on
 # one DuckDB thread (see _duckdb_threads).
 ONE_DUCKDB_THREAD_BYTES = 400_000_000
+# memory DuckDB's block allocator may keep for the load and root causes (_duckdb_threads)
+BLOCK_ALLOCATOR = "1GB"
 # the corpus is weighed up to the larger of the two thresholds it is compared with
 WEIGHED_UP_TO = max(ONE_DUCKDB_THREAD_BYTES, PARALLEL_BYTES)
 
@@ -409,7 +411,16 @@ def _duckdb_threads(con: duckdb.DuckDBPyConnection, weight: int) -> None:
     ``tests/test_duckdb_threads.py``). Above the threshold the second thread's share
     of the load's queries is left as it was (not measured here). ``weight`` is the
     whole corpus's (:func:`~faultline.pipeline.workers.corpus_weight`), stored files
-    included: the root causes are rebuilt over all of them."""
+    included: the root causes are rebuilt over all of them.
+
+    DuckDB's block allocator keeps the buffers it hands out (:data:`BLOCK_ALLOCATOR`):
+    by default the insert's buffers went back to the system and were faulted in again.
+    The load of llama3's kept shards, in a process with the driver's allocator
+    settings (:mod:`~faultline.pipeline.malloc`), two runs each, alternating: 3.9 M
+    page faults and 14.1-14.8 s of system CPU without it, 2.8 M and 10.6-11.8 s with
+    1 GB; the load's time moved less than this machine's spread (31.5-35.3 s against
+    33.8-34.8); peak memory 45-75 MB more (bench/RESULTS.md, session 18)."""
+    con.execute(f"SET block_allocator_memory = '{BLOCK_ALLOCATOR}'")
     if weight < ONE_DUCKDB_THREAD_BYTES:
         con.execute("SET threads = 1")
 
