@@ -324,7 +324,7 @@ def ingest(corpus: Sequence[Path | str], db: Path, *, tz: str | None = None,
             phases["parse"] = time.perf_counter() - t0 - sum(phases.values())
             parsed_any = bool(todo)
             if parsed_any:
-                _duckdb_threads(con, weight)  # a setting, not data: before the transaction
+                _duckdb_settings(con, weight)  # settings, not data: before the transaction
             _drop_listing(paths, todo)
             with fdb.transaction(con):
                 phase("load")
@@ -382,9 +382,9 @@ COLLECT_AFTER_PATHS = 100_000  # listings at least this long are collected after
 
 
 # Below this many bytes of corpus (corpus_weight) the load and the root causes run on
-# one DuckDB thread (see _duckdb_threads).
+# one DuckDB thread (see _duckdb_settings).
 ONE_DUCKDB_THREAD_BYTES = 400_000_000
-# memory DuckDB's block allocator may keep for the load and root causes (_duckdb_threads)
+# memory DuckDB's block allocator may keep for the load and root causes (_duckdb_settings)
 BLOCK_ALLOCATOR = "1GB"
 # the corpus is weighed up to the larger of the two thresholds it is compared with
 WEIGHED_UP_TO = max(ONE_DUCKDB_THREAD_BYTES, PARALLEL_BYTES)
@@ -397,8 +397,9 @@ def _reads_all(todo: Listing, paths: list[str]) -> bool:
     return sum(not isinstance(t, list) for t in todo) == len(paths)
 
 
-def _duckdb_threads(con: duckdb.DuckDBPyConnection, weight: int) -> None:
-    """One DuckDB thread for a small corpus's load and root causes.
+def _duckdb_settings(con: duckdb.DuckDBPyConnection, weight: int) -> None:
+    """DuckDB's settings for the load and root causes: one thread for a small corpus,
+    a block allocator that keeps its memory for any.
 
     With two threads, DuckDB's parallel insert of the events shards writes its row
     groups to the file during the insert, and the checkpoint at ``close`` then rewrites

@@ -200,10 +200,9 @@ def test_a_killed_run_leaves_the_last_state_and_the_next_run_completes(
         full, tmp_path, repo_root, phase):
     """SIGKILL once Beam's pipeline is built, while the workers parse, after the
     shards are loaded, or after the interruptions are rebuilt (both inside the
-    transaction, before COMMIT): the
-    database is as the previous run left it, nothing is left in the temporary
-    directory (Beam's pipeline directory of a killed parse was), and running again
-    gives the tables of one clean run."""
+    transaction, before COMMIT): the database is as the previous run left it, nothing
+    is left in the temporary directory (Beam's pipeline directory of a killed parse
+    was), and running again gives the tables of one clean run."""
     clean_corpus, clean, _, _ = full
     corpus, later = _split_corpus(repo_root, tmp_path)
     db = tmp_path / "killed.duckdb"
