@@ -399,7 +399,7 @@ def _reads_all(todo: Listing, paths: list[str]) -> bool:
 
 def _duckdb_settings(con: duckdb.DuckDBPyConnection, weight: int) -> None:
     """DuckDB's settings for the load and root causes: one thread for a small corpus,
-    a block allocator that keeps its memory for any.
+    and for every corpus a block allocator that keeps the memory it hands out.
 
     With two threads, DuckDB's parallel insert of the events shards writes its row
     groups to the file during the insert, and the checkpoint at ``close`` then rewrites
